@@ -1,0 +1,1 @@
+//! TCP device (to be written).
