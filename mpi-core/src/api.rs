@@ -1,0 +1,1 @@
+//! The safe Rust API (to be written).
