@@ -1,14 +1,33 @@
 //! Settings, read once from the environment at MPI_Init.
 //!
-//! | variable | meaning | default |
-//! |---|---|---|
-//! | `MPI_EAGER_LIMIT` | largest message (bytes) sent SHORT (eager); larger ones use REQ/RSP/DATA | chosen by measurement |
-//! | `MPI_CTRL_SLOTS` | CTRL slots per sender in each receiver's ring (= credits) | 32 |
-//! | `MPI_HEAP_SIZE` | bytes of the per-rank heap (CTRL rings + MPI_Alloc_mem) | 64 MiB |
-//! | `MPI_PRINT_SETTINGS` | `1`: rank 0 prints the effective settings at start-up | 0 |
+//! | variable | meaning | default | valid |
+//! |---|---|---|---|
+//! | `MPI_EAGER_LIMIT` | largest message (bytes) sent SHORT (eager); larger ones use REQ/RSP/DATA | 16384 (to be set by measurement) | 0 ..= 64M |
+//! | `MPI_CTRL_SLOTS` | CTRL slots per sender in each receiver's ring (= credits) | 32 | 1 ..= 65536 |
+//! | `MPI_HEAP_SIZE` | bytes of the per-rank heap (CTRL rings + MPI_Alloc_mem) | 64 MiB | 1M ..= 1T |
+//! | `MPI_PRINT_SETTINGS` | `1`: rank 0 prints the effective settings at start-up | 0 | 0/1, yes/no, true/false, on/off |
+//!
+//! Sizes are decimal bytes with an optional binary suffix `K`, `M`, `G` or `T` (×1024ⁿ,
+//! case-insensitive, an optional trailing `B` or `iB`: `64M`, `64MiB`, `16k`). A value
+//! that does not parse or is out of range is reported on stderr, naming the variable, and
+//! the default is used instead; start-up never fails because of a setting.
+
+use std::fmt;
+
+/// Default of `MPI_EAGER_LIMIT` in bytes.
+pub const DEFAULT_EAGER_LIMIT: usize = 16384;
+/// Default of `MPI_CTRL_SLOTS`.
+pub const DEFAULT_CTRL_SLOTS: usize = 32;
+/// Default of `MPI_HEAP_SIZE` in bytes.
+pub const DEFAULT_HEAP_SIZE: usize = 64 << 20;
+
+const MAX_EAGER_LIMIT: usize = 64 << 20;
+const MAX_CTRL_SLOTS: usize = 65536;
+const MIN_HEAP_SIZE: usize = 1 << 20;
+const MAX_HEAP_SIZE: usize = 1 << 40;
 
 /// The effective settings.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Settings {
     /// Eager (SHORT) limit in bytes.
     pub eager_limit: usize,
@@ -18,4 +37,260 @@ pub struct Settings {
     pub heap_size: usize,
     /// Print the settings at start-up.
     pub print: bool,
+}
+
+impl Default for Settings {
+    /// The defaults of the table in the module documentation.
+    fn default() -> Settings {
+        Settings {
+            eager_limit: DEFAULT_EAGER_LIMIT,
+            ctrl_slots: DEFAULT_CTRL_SLOTS,
+            heap_size: DEFAULT_HEAP_SIZE,
+            print: false,
+        }
+    }
+}
+
+impl Settings {
+    /// Reads the variables of the table from the process environment. Invalid values are
+    /// reported on stderr and replaced by their defaults.
+    pub fn from_env() -> Settings {
+        Settings::from_lookup(|name| {
+            std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
+        })
+    }
+
+    /// As [`Settings::from_env`], with the variables looked up by `get` (for tests and for
+    /// callers that hold the environment elsewhere, e.g. in a PMI key-value store).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Settings {
+        let (settings, warnings) = Settings::parse(get);
+        for w in warnings {
+            eprintln!("mpi-core: warning: {w}");
+        }
+        settings
+    }
+
+    /// Parses without printing: the settings and one message per rejected variable.
+    fn parse(get: impl Fn(&str) -> Option<String>) -> (Settings, Vec<String>) {
+        let mut s = Settings::default();
+        let mut warnings = Vec::new();
+        let mut size = |name: &str, default: usize, min: usize, max: usize| -> usize {
+            let Some(raw) = get(name) else {
+                return default;
+            };
+            match parse_size(&raw) {
+                Some(v) if (min..=max).contains(&v) => v,
+                Some(_) => {
+                    warnings.push(format!(
+                        "{name}={raw:?} is out of range {min}..={max}; using the default {default}"
+                    ));
+                    default
+                }
+                None => {
+                    warnings.push(format!(
+                        "{name}={raw:?} is not a size (bytes, optional suffix K/M/G/T); \
+                         using the default {default}"
+                    ));
+                    default
+                }
+            }
+        };
+        s.eager_limit = size("MPI_EAGER_LIMIT", DEFAULT_EAGER_LIMIT, 0, MAX_EAGER_LIMIT);
+        s.ctrl_slots = size("MPI_CTRL_SLOTS", DEFAULT_CTRL_SLOTS, 1, MAX_CTRL_SLOTS);
+        s.heap_size = size(
+            "MPI_HEAP_SIZE",
+            DEFAULT_HEAP_SIZE,
+            MIN_HEAP_SIZE,
+            MAX_HEAP_SIZE,
+        );
+        if let Some(raw) = get("MPI_PRINT_SETTINGS") {
+            match parse_bool(&raw) {
+                Some(b) => s.print = b,
+                None => warnings.push(format!(
+                    "MPI_PRINT_SETTINGS={raw:?} is not a boolean (1/0, yes/no, true/false, \
+                     on/off); using the default 0"
+                )),
+            }
+        }
+        (s, warnings)
+    }
+
+    /// Prints the effective settings to stdout, one variable per line (what
+    /// `MPI_PRINT_SETTINGS=1` shows on rank 0).
+    pub fn print(&self) {
+        print!("{self}");
+    }
+}
+
+impl fmt::Display for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "mpi-core settings:")?;
+        writeln!(f, "  MPI_EAGER_LIMIT    = {}", self.eager_limit)?;
+        writeln!(f, "  MPI_CTRL_SLOTS     = {}", self.ctrl_slots)?;
+        writeln!(
+            f,
+            "  MPI_HEAP_SIZE      = {} ({})",
+            self.heap_size,
+            human(self.heap_size)
+        )?;
+        writeln!(f, "  MPI_PRINT_SETTINGS = {}", self.print as u8)
+    }
+}
+
+/// `64M` → 67108864. Decimal digits, then an optional K/M/G/T (×1024ⁿ) optionally followed
+/// by `B` or `iB`; a bare trailing `B` is also accepted. Whitespace around is ignored.
+/// `None` on syntax errors and overflow.
+pub fn parse_size(s: &str) -> Option<usize> {
+    let s = s.trim();
+    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return None;
+    }
+    let n: usize = s[..digits].parse().ok()?;
+    let suffix = s[digits..].trim_start().to_ascii_lowercase();
+    let shift = match suffix.as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return None,
+    };
+    n.checked_mul(1usize << shift)
+}
+
+fn parse_bool(s: &str) -> Option<bool> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "1" | "yes" | "y" | "true" | "on" => Some(true),
+        "0" | "no" | "n" | "false" | "off" | "" => Some(false),
+        _ => None,
+    }
+}
+
+/// 67108864 → "64 MiB" (exact binary multiples only, else bytes).
+fn human(n: usize) -> String {
+    for (shift, unit) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] {
+        if n >= 1 << shift && n % (1 << shift) == 0 {
+            return format!("{} {unit}", n >> shift);
+        }
+    }
+    format!("{n} B")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn parse(vars: &[(&str, &str)]) -> (Settings, Vec<String>) {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Settings::parse(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults() {
+        let (s, w) = parse(&[]);
+        assert_eq!(s, Settings::default());
+        assert!(w.is_empty());
+        assert_eq!(s.eager_limit, 16384);
+        assert_eq!(s.ctrl_slots, 32);
+        assert_eq!(s.heap_size, 64 << 20);
+        assert!(!s.print);
+    }
+
+    #[test]
+    fn valid_values() {
+        let (s, w) = parse(&[
+            ("MPI_EAGER_LIMIT", "8k"),
+            ("MPI_CTRL_SLOTS", "64"),
+            ("MPI_HEAP_SIZE", " 1G "),
+            ("MPI_PRINT_SETTINGS", "1"),
+        ]);
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(
+            s,
+            Settings {
+                eager_limit: 8192,
+                ctrl_slots: 64,
+                heap_size: 1 << 30,
+                print: true
+            }
+        );
+        let (s, _) = parse(&[("MPI_EAGER_LIMIT", "0"), ("MPI_PRINT_SETTINGS", "off")]);
+        assert_eq!(s.eager_limit, 0);
+        assert!(!s.print);
+    }
+
+    #[test]
+    fn invalid_values_fall_back_and_name_the_variable() {
+        let cases = [
+            ("MPI_EAGER_LIMIT", "lots"),
+            ("MPI_EAGER_LIMIT", "-5"),
+            ("MPI_EAGER_LIMIT", "1G"),
+            ("MPI_CTRL_SLOTS", "0"),
+            ("MPI_CTRL_SLOTS", "3.5"),
+            ("MPI_HEAP_SIZE", "12"),
+            ("MPI_HEAP_SIZE", "99999999999999999999"),
+            ("MPI_HEAP_SIZE", "64X"),
+            ("MPI_PRINT_SETTINGS", "maybe"),
+        ];
+        for (var, val) in cases {
+            let (s, w) = parse(&[(var, val)]);
+            assert_eq!(s, Settings::default(), "{var}={val}");
+            assert_eq!(w.len(), 1, "{var}={val}");
+            assert!(w[0].contains(var), "{}", w[0]);
+        }
+        // One bad variable does not disturb the others.
+        let (s, w) = parse(&[("MPI_CTRL_SLOTS", "x"), ("MPI_EAGER_LIMIT", "100")]);
+        assert_eq!((s.ctrl_slots, s.eager_limit, w.len()), (32, 100, 1));
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("0"), Some(0));
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("16K"), Some(16384));
+        assert_eq!(parse_size("16 kB"), Some(16384));
+        assert_eq!(parse_size("64MiB"), Some(64 << 20));
+        assert_eq!(parse_size("2g"), Some(2 << 30));
+        assert_eq!(parse_size("1T"), Some(1 << 40));
+        assert_eq!(parse_size("100B"), Some(100));
+        for bad in [
+            "",
+            "K",
+            "-1",
+            "1.5M",
+            "0x10",
+            "10Q",
+            "18446744073709551615K",
+        ] {
+            assert_eq!(parse_size(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn display_lists_every_variable() {
+        let text = Settings::default().to_string();
+        for var in [
+            "MPI_EAGER_LIMIT",
+            "MPI_CTRL_SLOTS",
+            "MPI_HEAP_SIZE",
+            "MPI_PRINT_SETTINGS",
+        ] {
+            assert!(text.contains(var), "{text}");
+        }
+        assert!(text.contains("64 MiB"), "{text}");
+        assert_eq!(human(1000), "1000 B");
+    }
+
+    #[test]
+    fn from_env_reads_the_environment() {
+        // Only reads: the variables are unlikely to be set in the test environment, and a
+        // set one must still give a valid result.
+        let s = Settings::from_env();
+        assert!(s.ctrl_slots >= 1 && s.heap_size >= MIN_HEAP_SIZE);
+    }
 }
