@@ -218,6 +218,12 @@ impl<'a> Communicator<'a> {
             .expect("predefined communicators are always valid")
     }
 
+    /// MPI_Abort (MPI-4.1 §9.5): ends every process of the job (this implementation
+    /// aborts all of MPI_COMM_WORLD whatever the communicator) with exit code `code`.
+    pub fn abort(&mut self, code: i32, msg: &str) -> ! {
+        self.mpi.abort(code, msg)
+    }
+
     /// MPI_Send (MPI-4.1 §3.2.1), standard mode: returns when `buf` may be reused.
     /// `dest` may be [`PROC_NULL`]. Errors: MPI_ERR_RANK, MPI_ERR_TAG, MPI_ERR_COUNT.
     pub fn send<T: Equivalence>(&mut self, buf: &[T], dest: i32, tag: i32) -> Result<()> {
