@@ -73,40 +73,303 @@ impl Status {
     }
 }
 
-/// The per-rank engine (progress engine, matching, protocols, collectives).
-pub struct Mpi {
-    _private: (),
+/// How the engine reached its bootstrap store: from the environment (PMI or singleton,
+/// with abort/finalize) or given by the caller ([`Mpi::init_with`], tests).
+pub(crate) enum BootHolder {
+    Env(pmi::Boot),
+    Custom(Box<dyn Bootstrap>),
 }
 
-#[allow(unused_variables)]
+impl BootHolder {
+    fn as_dyn(&mut self) -> &mut dyn Bootstrap {
+        match self {
+            BootHolder::Env(b) => b,
+            BootHolder::Custom(b) => b.as_mut(),
+        }
+    }
+}
+
+/// One CTRL message waiting in a destination's FIFO for a credit / a free staging slot.
+pub(crate) struct CtrlMsg {
+    pub(crate) hdr: Header,
+    pub(crate) payload: Vec<u8>,
+}
+
+/// The per-rank engine (progress engine, matching, protocols, collectives).
+///
+/// Design as built (see also `DESIGN.md`, [`crate::heap`], [`crate::protocol`]):
+/// * the heap layout of [`crate::heap::HeapLayout`]; CTRL messages go from a staging slot
+///   of our heap to the slot of the destination's ring for us, one credit per slot;
+/// * eager (SHORT) up to `eager_limit` bytes, rendezvous REQ → RSP → DATA above;
+/// * credits are returned by writing a cumulative counter into the sender's heap
+///   (imm = CREDIT), every `max(1, slots/4)` consumed slots;
+/// * progress is polling inside MPI calls with a spin → yield → `Device::wait` back-off.
+pub struct Mpi {
+    // Field order matters: the device is dropped before the heap it has registered.
+    pub(crate) dev: Box<dyn Device>,
+    pub(crate) boot: BootHolder,
+    pub(crate) heap: Heap,
+    pub(crate) lay: HeapLayout,
+    pub(crate) settings: Settings,
+    pub(crate) rank: usize,
+    pub(crate) size: usize,
+    pub(crate) my_key: RegionKey,
+    pub(crate) heap_keys: Vec<RegionKey>,
+    pub(crate) reqs: Requests,
+    pub(crate) q: Queues,
+    // ---- send side, per destination ----
+    /// CTRL messages written to each destination (cumulative).
+    pub(crate) sent: Vec<u64>,
+    /// CTRL slots each destination reported consumed (cumulative credit counter).
+    pub(crate) credit: Vec<u64>,
+    /// Staging slot busy (write not yet reported Sent), index dest·slots + slot.
+    pub(crate) inflight: Vec<bool>,
+    pub(crate) ctrl_inflight: usize,
+    pub(crate) data_inflight: usize,
+    pub(crate) fifo: Vec<VecDeque<CtrlMsg>>,
+    pub(crate) queued: usize,
+    // ---- receive side, per source ----
+    pub(crate) consumed: Vec<u64>,
+    pub(crate) reported: Vec<u64>,
+    pub(crate) credit_batch: u64,
+    // ---- misc ----
+    pub(crate) events: Vec<Event>,
+    pub(crate) pool: Vec<Vec<u8>>,
+    pub(crate) errh: [ErrHandler; 2],
+    pub(crate) backoff: Backoff,
+}
+
+/// Back-off parameters of blocking calls (internal tuning knobs).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Backoff {
+    /// Spin (poll without yielding) this long after the last event.
+    pub(crate) spin: Duration,
+    /// Then poll + `yield_now` until this long after the last event.
+    pub(crate) yield_until: Duration,
+    /// First `Device::wait` timeout; doubles up to `wait_max`.
+    pub(crate) wait_min: Duration,
+    pub(crate) wait_max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            spin: Duration::from_micros(50),
+            yield_until: Duration::from_micros(500),
+            wait_min: Duration::from_millis(1),
+            wait_max: Duration::from_millis(10),
+        }
+    }
+}
+
+// SAFETY: the raw pointers held by the engine point into its own heap (owned, moved with
+// it) or into user buffers that the MPI contract keeps valid until their requests complete;
+// the device is `Send`. The engine is used through `&mut self` only.
+unsafe impl Send for Mpi {}
+
+/// Settings from the environment.
+fn settings_from_env() -> Settings {
+    crate::settings::Settings::from_env()
+}
+
+/// Context id of a communicator's point-to-point traffic; collectives use ctx + 1.
+pub(crate) const CTX_WORLD: u32 = 0;
+pub(crate) const CTX_SELF: u32 = 2;
+
 impl Mpi {
     /// MPI_Init / MPI_Init_thread: bootstraps through PMI (or as a singleton when started
     /// without a launcher), creates the heap and the device, connects to all ranks.
-    /// Returns the engine and the provided thread level.
+    /// Returns the engine and the provided thread level: the engine is driven through
+    /// `&mut self`, so it provides at most MPI_THREAD_SERIALIZED (min(required, that)).
+    ///
+    /// Errors: MPI_ERR_OTHER when the bootstrap or the device fails, MPI_ERR_NO_MEM when
+    /// the heap cannot be mapped.
     pub fn init(required: ThreadLevel) -> Result<(Mpi, ThreadLevel)> {
-        todo!()
+        let boot = pmi::Boot::from_env()?;
+        let settings = settings_from_env();
+        let mpi = Mpi::build(BootHolder::Env(boot), settings, &tcp_device)?;
+        Ok((mpi, required.min(ThreadLevel::Serialized)))
+    }
+
+    /// Creates an engine from a given bootstrap store and settings, over the TCP device
+    /// (e.g. ranks as threads of one process with `rdma_api::thread_kvs::ThreadKvs::job`).
+    /// Collective over the ranks of `boot`. Errors as [`Mpi::init`].
+    pub fn init_with(boot: Box<dyn Bootstrap>, settings: Settings) -> Result<Mpi> {
+        Mpi::build(BootHolder::Custom(boot), settings, &tcp_device)
+    }
+
+    /// Like [`Mpi::init_with`] with a caller-chosen device constructor `make(boot, heap
+    /// base, heap length)`, which must register the heap as the device's heap region.
+    pub fn init_with_device(
+        boot: Box<dyn Bootstrap>,
+        settings: Settings,
+        make: &dyn Fn(&mut dyn Bootstrap, *mut u8, usize) -> Result<Box<dyn Device>>,
+    ) -> Result<Mpi> {
+        Mpi::build(BootHolder::Custom(boot), settings, make)
+    }
+
+    fn build(
+        mut boot: BootHolder,
+        settings: Settings,
+        make: &dyn Fn(&mut dyn Bootstrap, *mut u8, usize) -> Result<Box<dyn Device>>,
+    ) -> Result<Mpi> {
+        let b = boot.as_dyn();
+        let (rank, size) = (b.rank(), b.size());
+        let lay = HeapLayout::new(
+            size,
+            settings.ctrl_slots,
+            settings.eager_limit,
+            settings.heap_size,
+        )?;
+        let heap = Heap::new(lay)?;
+        let dev = make(boot.as_dyn(), heap.base(), heap.len())?;
+        if dev.rank() != rank || dev.size() != size {
+            return Err(Error::new(
+                ErrorClass::Intern,
+                "device and bootstrap disagree on rank/size",
+            ));
+        }
+        if dev.caps().max_inline < 8 {
+            return Err(Error::new(
+                ErrorClass::Intern,
+                "device cannot write 8 bytes inline (credits)",
+            ));
+        }
+        let my_key = dev.heap_key(rank);
+        let heap_keys = (0..size).map(|p| dev.heap_key(p)).collect();
+        let slots = lay.slots;
+        if settings.print && rank == 0 {
+            settings.print();
+            println!(
+                "  (effective heap {} bytes, device {}, {} ranks)",
+                lay.total,
+                dev.caps().name,
+                size
+            );
+        }
+        Ok(Mpi {
+            dev,
+            boot,
+            heap,
+            lay,
+            rank,
+            size,
+            my_key,
+            heap_keys,
+            reqs: Requests::default(),
+            q: Queues::default(),
+            sent: vec![0; size],
+            credit: vec![0; size],
+            inflight: vec![false; size * slots],
+            ctrl_inflight: 0,
+            data_inflight: 0,
+            fifo: (0..size).map(|_| VecDeque::new()).collect(),
+            queued: 0,
+            consumed: vec![0; size],
+            reported: vec![0; size],
+            credit_batch: (slots as u64 / 4).max(1),
+            events: Vec::with_capacity(256),
+            pool: Vec::new(),
+            errh: [ErrHandler::Fatal; 2],
+            backoff: Backoff::default(),
+            settings,
+        })
     }
 
     /// Rank of this process in MPI_COMM_WORLD.
     pub fn rank(&self) -> usize {
-        todo!()
+        self.rank
     }
     /// Size of MPI_COMM_WORLD.
     pub fn size(&self) -> usize {
-        todo!()
+        self.size
     }
+    /// The effective settings.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// (p2p context id, size, my rank) of `comm`. Errors: MPI_ERR_COMM.
+    #[inline]
+    pub(crate) fn comm_info(&self, comm: Comm) -> Result<(u32, usize, i32)> {
+        match comm {
+            Comm::WORLD => Ok((CTX_WORLD, self.size, self.rank as i32)),
+            Comm::SELF => Ok((CTX_SELF, 1, 0)),
+            _ => Err(Error::new(
+                ErrorClass::Comm,
+                format!("invalid communicator (handle {})", comm.0),
+            )),
+        }
+    }
+
+    /// World rank of rank `r` (valid) of the communicator with context `ctx`.
+    #[inline]
+    pub(crate) fn world_rank(&self, ctx: u32, r: i32) -> usize {
+        if ctx & !1 == CTX_SELF {
+            self.rank
+        } else {
+            r as usize
+        }
+    }
+
     /// MPI_Comm_rank. Errors: MPI_ERR_COMM for an unknown communicator.
     pub fn comm_rank(&self, comm: Comm) -> Result<i32> {
-        todo!()
+        Ok(self.comm_info(comm)?.2)
     }
     /// MPI_Comm_size. Errors: MPI_ERR_COMM.
     pub fn comm_size(&self, comm: Comm) -> Result<i32> {
-        todo!()
+        Ok(self.comm_info(comm)?.1 as i32)
     }
 
-    /// MPI_Isend (standard mode). Errors: MPI_ERR_COMM, MPI_ERR_COUNT (negative count),
-    /// MPI_ERR_RANK (dest not in 0..size and not MPI_PROC_NULL), MPI_ERR_TAG (tag < 0 or
-    /// > TAG_UB), MPI_ERR_BUFFER (null buffer with count > 0).
+    fn check_count(count: i32) -> Result<()> {
+        if count < 0 {
+            return Err(Error::new(
+                ErrorClass::Count,
+                format!("invalid count {count} (must be non-negative)"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_buf(buf: *const u8, count: i32) -> Result<()> {
+        if buf.is_null() && count > 0 {
+            return Err(Error::new(
+                ErrorClass::Buffer,
+                format!("null buffer with count {count}"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_tag(tag: i32, any_ok: bool) -> Result<()> {
+        if (any_ok && tag == crate::ANY_TAG) || (0..=crate::TAG_UB).contains(&tag) {
+            return Ok(());
+        }
+        Err(Error::new(
+            ErrorClass::Tag,
+            format!("invalid tag {tag} (valid tags are 0..={})", crate::TAG_UB),
+        ))
+    }
+
+    fn check_rank(r: i32, n: usize, any_ok: bool) -> Result<()> {
+        if r == crate::PROC_NULL
+            || (any_ok && r == crate::ANY_SOURCE)
+            || (r >= 0 && (r as usize) < n)
+        {
+            return Ok(());
+        }
+        Err(Error::new(
+            ErrorClass::Rank,
+            format!("invalid rank {r} in a communicator of size {n}"),
+        ))
+    }
+
+    /// MPI_Isend (standard mode, MPI-4.1 §3.7.2). Messages up to the eager limit are
+    /// copied out at once (the request is complete on return); larger ones use the
+    /// rendezvous and complete when the DATA has left the buffer. Errors: MPI_ERR_COMM,
+    /// MPI_ERR_COUNT (negative count), MPI_ERR_RANK (dest not in 0..size and not
+    /// MPI_PROC_NULL), MPI_ERR_TAG (tag < 0 or > TAG_UB), MPI_ERR_BUFFER (null buffer with
+    /// count > 0).
     ///
     /// # Safety
     /// `buf` must be valid for reads of `count * dt.size()` bytes until the request completes.
@@ -119,12 +382,23 @@ impl Mpi {
         tag: i32,
         comm: Comm,
     ) -> Result<Request> {
-        todo!()
+        let (ctx, n, me) = self.comm_info(comm)?;
+        Self::check_count(count)?;
+        Self::check_rank(dest, n, false)?;
+        Self::check_tag(tag, false)?;
+        Self::check_buf(buf, count)?;
+        if dest == crate::PROC_NULL {
+            return self.done_request(proc_null_status()).map(Request);
+        }
+        let len = count as usize * dt.size();
+        let wd = self.world_rank(ctx, dest);
+        // SAFETY: forwarded caller contract.
+        unsafe { self.isend_raw(buf, len, wd, ctx, me, tag) }.map(Request)
     }
 
-    /// MPI_Irecv. `source` may be MPI_ANY_SOURCE or MPI_PROC_NULL, `tag` may be
-    /// MPI_ANY_TAG. Errors as [`Mpi::isend`]; truncation is reported at completion
-    /// (MPI_ERR_TRUNCATE).
+    /// MPI_Irecv (MPI-4.1 §3.7.2). `source` may be MPI_ANY_SOURCE or MPI_PROC_NULL, `tag`
+    /// may be MPI_ANY_TAG. Errors as [`Mpi::isend`]; truncation is reported at completion
+    /// (MPI_ERR_TRUNCATE, status count = bytes written).
     ///
     /// # Safety
     /// `buf` must be valid for writes of `count * dt.size()` bytes until the request
@@ -138,7 +412,22 @@ impl Mpi {
         tag: i32,
         comm: Comm,
     ) -> Result<Request> {
-        todo!()
+        let (ctx, n, _) = self.comm_info(comm)?;
+        Self::check_count(count)?;
+        Self::check_rank(source, n, true)?;
+        Self::check_tag(tag, true)?;
+        Self::check_buf(buf, count)?;
+        if source == crate::PROC_NULL {
+            return self.done_request(proc_null_status()).map(Request);
+        }
+        let len = count as usize * dt.size();
+        let env = Envelope {
+            ctx,
+            src: source,
+            tag,
+        };
+        // SAFETY: forwarded caller contract.
+        unsafe { self.irecv_raw(buf, len, env) }.map(Request)
     }
 
     /// MPI_Send: [`Mpi::isend`] + [`Mpi::wait`].
@@ -154,7 +443,9 @@ impl Mpi {
         tag: i32,
         comm: Comm,
     ) -> Result<()> {
-        todo!()
+        // SAFETY: forwarded caller contract; the wait below ends the buffer's use.
+        let r = unsafe { self.isend(buf, count, dt, dest, tag, comm) }?;
+        self.wait(r).map(|_| ())
     }
 
     /// MPI_Recv: [`Mpi::irecv`] + [`Mpi::wait`]. Errors also MPI_ERR_TRUNCATE.
@@ -170,99 +461,159 @@ impl Mpi {
         tag: i32,
         comm: Comm,
     ) -> Result<Status> {
-        todo!()
+        // SAFETY: forwarded caller contract; the wait below ends the buffer's use.
+        let r = unsafe { self.irecv(buf, count, dt, source, tag, comm) }?;
+        self.wait(r)
     }
 
-    /// MPI_Wait: completes `req` and frees it. On error (e.g. MPI_ERR_TRUNCATE) the request
-    /// is freed too and the status is lost. Errors: MPI_ERR_REQUEST for an unknown request.
+    fn check_request(&self, req: Request) -> Result<()> {
+        if self.reqs.get(req.0).is_none() {
+            return Err(Error::new(
+                ErrorClass::Request,
+                format!("invalid request handle {}", req.0),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Frees a completed request and returns its outcome.
+    fn finish(&mut self, id: u32) -> Result<Status> {
+        let r = self.reqs.get_mut(id).expect("live request");
+        let st = r.status;
+        let err = r.error.take();
+        self.reqs.release(id);
+        match err {
+            Some(e) => Err(e),
+            None => Ok(st),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn is_done(&self, id: u32) -> bool {
+        self.reqs.get(id).is_none_or(|r| r.state == State::Done)
+    }
+
+    /// MPI_Wait (MPI-4.1 §3.7.3): completes `req` and frees it. On error (e.g.
+    /// MPI_ERR_TRUNCATE) the request is freed too and the status is lost. Errors:
+    /// MPI_ERR_REQUEST for an unknown request; MPI_ERR_OTHER when a peer is lost;
+    /// MPI_ERR_INTERN on a protocol violation.
     pub fn wait(&mut self, req: Request) -> Result<Status> {
-        todo!()
+        self.check_request(req)?;
+        let id = req.0;
+        if !self.is_done(id) {
+            self.block_until(|m| m.is_done(id))?;
+        }
+        self.finish(id)
     }
 
     /// MPI_Test: `Some(status)` (request freed) if complete, else `None` after one progress
-    /// step.
+    /// step. Errors as [`Mpi::wait`].
     pub fn test(&mut self, req: Request) -> Result<Option<Status>> {
-        todo!()
+        self.check_request(req)?;
+        if !self.is_done(req.0) {
+            self.progress()?;
+            if !self.is_done(req.0) {
+                return Ok(None);
+            }
+        }
+        self.finish(req.0).map(Some)
     }
 
     /// MPI_Waitall: completes all; `statuses[i]` gets each status (with `error` set). If any
-    /// request failed, returns MPI_ERR_IN_STATUS (statuses[i].error says which).
+    /// request failed, returns MPI_ERR_IN_STATUS (statuses[i].error says which). Errors:
+    /// MPI_ERR_REQUEST (unknown request, nothing is completed), MPI_ERR_ARG (fewer
+    /// statuses than requests).
     pub fn waitall(&mut self, reqs: &[Request], statuses: &mut [Status]) -> Result<()> {
-        todo!()
+        if statuses.len() < reqs.len() {
+            return Err(Error::new(
+                ErrorClass::Arg,
+                format!("{} statuses for {} requests", statuses.len(), reqs.len()),
+            ));
+        }
+        for &r in reqs {
+            self.check_request(r)?;
+        }
+        self.block_until(|m| reqs.iter().all(|r| m.is_done(r.0)))?;
+        let mut failed = false;
+        for (i, &r) in reqs.iter().enumerate() {
+            if self.reqs.get(r.0).is_none() {
+                // The same handle listed twice: already completed above.
+                continue;
+            }
+            match self.finish(r.0) {
+                Ok(mut st) => {
+                    st.error = 0;
+                    statuses[i] = st;
+                }
+                Err(e) => {
+                    failed = true;
+                    statuses[i].error = e.class as i32;
+                    if e.class == ErrorClass::Truncate {
+                        // Keep source/tag/count of the truncated receive.
+                        statuses[i].error = ErrorClass::Truncate as i32;
+                    }
+                }
+            }
+        }
+        if failed {
+            return Err(Error::new(
+                ErrorClass::InStatus,
+                "one or more requests failed (see the statuses)",
+            ));
+        }
+        Ok(())
     }
 
-    /// MPI_Iprobe: `Some(status)` (count = full message size in bytes) if a matching
-    /// message is pending.
+    fn probe_pattern(&self, source: i32, tag: i32, comm: Comm) -> Result<Option<Envelope>> {
+        let (ctx, n, _) = self.comm_info(comm)?;
+        Self::check_rank(source, n, true)?;
+        Self::check_tag(tag, true)?;
+        if source == crate::PROC_NULL {
+            return Ok(None);
+        }
+        Ok(Some(Envelope {
+            ctx,
+            src: source,
+            tag,
+        }))
+    }
+
+    fn peek(&self, env: &Envelope) -> Option<Status> {
+        self.q.peek_unexpected(env).map(|u| Status {
+            source: u.env.src,
+            tag: u.env.tag,
+            error: 0,
+            count: u.len(),
+            cancelled: false,
+        })
+    }
+
+    /// MPI_Iprobe (MPI-4.1 §3.8.1): `Some(status)` (count = full message size in bytes) if a
+    /// matching message is pending. Errors: MPI_ERR_COMM, MPI_ERR_RANK, MPI_ERR_TAG.
     pub fn iprobe(&mut self, source: i32, tag: i32, comm: Comm) -> Result<Option<Status>> {
-        todo!()
+        let Some(env) = self.probe_pattern(source, tag, comm)? else {
+            return Ok(Some(proc_null_status()));
+        };
+        if let Some(s) = self.peek(&env) {
+            return Ok(Some(s));
+        }
+        self.progress()?;
+        Ok(self.peek(&env))
     }
 
-    /// MPI_Probe: blocks until a matching message is pending.
+    /// MPI_Probe: blocks until a matching message is pending. Errors as [`Mpi::iprobe`].
     pub fn probe(&mut self, source: i32, tag: i32, comm: Comm) -> Result<Status> {
-        todo!()
+        let Some(env) = self.probe_pattern(source, tag, comm)? else {
+            return Ok(proc_null_status());
+        };
+        self.block_until(|m| m.peek(&env).is_some())?;
+        Ok(self.peek(&env).expect("probed message"))
     }
 
-    /// MPI_Barrier.
-    pub fn barrier(&mut self, comm: Comm) -> Result<()> {
-        todo!()
-    }
-
-    /// MPI_Bcast. Errors: MPI_ERR_ROOT, MPI_ERR_COUNT, MPI_ERR_COMM.
-    ///
-    /// # Safety
-    /// `buf` valid for reads and writes of `count * dt.size()` bytes.
-    pub unsafe fn bcast(
-        &mut self,
-        buf: *mut u8,
-        count: i32,
-        dt: Datatype,
-        root: i32,
-        comm: Comm,
-    ) -> Result<()> {
-        todo!()
-    }
-
-    /// MPI_Reduce. `sendbuf == None` means MPI_IN_PLACE (only valid at the root, where the
-    /// input is taken from `recvbuf`). `recvbuf` is significant only at the root. Errors:
-    /// MPI_ERR_OP when `op` is not defined for `dt`, MPI_ERR_ROOT, MPI_ERR_COUNT.
-    ///
-    /// # Safety
-    /// Buffers valid for `count * dt.size()` bytes.
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn reduce(
-        &mut self,
-        sendbuf: Option<*const u8>,
-        recvbuf: *mut u8,
-        count: i32,
-        dt: Datatype,
-        op: Op,
-        root: i32,
-        comm: Comm,
-    ) -> Result<()> {
-        todo!()
-    }
-
-    /// MPI_Allreduce. `sendbuf == None` means MPI_IN_PLACE. The result is identical
-    /// (bit for bit) on every rank.
-    ///
-    /// # Safety
-    /// Buffers valid for `count * dt.size()` bytes.
-    pub unsafe fn allreduce(
-        &mut self,
-        sendbuf: Option<*const u8>,
-        recvbuf: *mut u8,
-        count: i32,
-        dt: Datatype,
-        op: Op,
-        comm: Comm,
-    ) -> Result<()> {
-        todo!()
-    }
-
-    /// MPI_Alloc_mem: `size` bytes from the heap (falls back to the system allocator when
-    /// the heap is exhausted). Errors: MPI_ERR_NO_MEM.
+    /// MPI_Alloc_mem (MPI-4.1 §9.2): `size` bytes (64-byte aligned) from the heap (falls
+    /// back to the system allocator when the heap is exhausted). Errors: MPI_ERR_NO_MEM.
     pub fn alloc_mem(&mut self, size: usize) -> Result<*mut u8> {
-        todo!()
+        self.heap.alloc(size)
     }
 
     /// MPI_Free_mem. Errors: MPI_ERR_ARG for a pointer not from [`Mpi::alloc_mem`].
@@ -270,30 +621,139 @@ impl Mpi {
     /// # Safety
     /// No pending operation may use the memory.
     pub unsafe fn free_mem(&mut self, ptr: *mut u8) -> Result<()> {
-        todo!()
+        self.heap.free(ptr)
     }
 
-    /// MPI_Comm_set_errhandler.
+    fn errh_index(&self, comm: Comm) -> Result<usize> {
+        self.comm_info(comm)?;
+        Ok(comm.0 as usize)
+    }
+
+    /// MPI_Comm_set_errhandler. Errors: MPI_ERR_COMM.
     pub fn set_errhandler(&mut self, comm: Comm, h: ErrHandler) -> Result<()> {
-        todo!()
+        let i = self.errh_index(comm)?;
+        self.errh[i] = h;
+        Ok(())
     }
 
-    /// MPI_Comm_get_errhandler.
+    /// MPI_Comm_get_errhandler. Errors: MPI_ERR_COMM.
     pub fn errhandler(&self, comm: Comm) -> Result<ErrHandler> {
-        todo!()
+        Ok(self.errh[self.errh_index(comm)?])
     }
 
-    /// MPI_Abort: tells the launcher (PMI abort) and exits the process with `code`; the
-    /// launcher stops the other ranks.
+    /// MPI_Abort (MPI-4.1 §11.4): tells the launcher (PMI abort) and exits the process with
+    /// `code` (as given, like MPICH); the launcher stops the other ranks. Without a launcher
+    /// the message is printed and the process exits.
     pub fn abort(&mut self, code: i32, msg: &str) -> ! {
-        todo!()
+        match &mut self.boot {
+            BootHolder::Env(b) => {
+                let _ = b.abort(code, msg);
+            }
+            BootHolder::Custom(_) => {
+                if !msg.is_empty() {
+                    eprintln!("rank {}: abort({code}): {msg}", self.rank);
+                }
+            }
+        }
+        std::process::exit(code)
     }
 
-    /// MPI_Finalize: completes outstanding communication, collective shutdown of the device.
-    pub fn finalize(self) -> Result<()> {
-        todo!()
+    /// MPI_Finalize (MPI-4.1 §11.2.2): completes queued CTRL messages and outstanding DATA
+    /// writes, synchronizes all ranks (barrier), shuts the device down collectively,
+    /// finalizes PMI and unmaps the heap. Errors: MPI_ERR_OTHER (device, PMI).
+    pub fn finalize(mut self) -> Result<()> {
+        self.block_until(|m| m.queued == 0 && m.ctrl_inflight == 0 && m.data_inflight == 0)?;
+        self.barrier(Comm::WORLD)?;
+        self.block_until(|m| m.queued == 0 && m.ctrl_inflight == 0)?;
+        self.dev.finalize()?;
+        if let BootHolder::Env(b) = &mut self.boot {
+            b.finalize()?;
+        }
+        Ok(())
+        // Dropping `self` drops the device, then unmaps the heap.
+    }
+
+    /// Makes progress once (poll the device, handle its events, push queued CTRL
+    /// messages). Returns the number of device events handled. Errors: MPI_ERR_OTHER (lost
+    /// peer), MPI_ERR_INTERN (protocol violation).
+    pub fn progress(&mut self) -> Result<usize> {
+        self.progress_once()
+    }
+
+    /// Blocks, making progress with back-off (spin, then yield, then `Device::wait` with a
+    /// timeout growing from 1 to 10 ms), until `done(self)`.
+    pub(crate) fn block_until(&mut self, mut done: impl FnMut(&Mpi) -> bool) -> Result<()> {
+        let b = self.backoff;
+        let mut last = Instant::now();
+        let mut wait = b.wait_min;
+        let mut iter: u32 = 0;
+        loop {
+            if done(self) {
+                return Ok(());
+            }
+            if self.progress_once()? > 0 {
+                iter = 0;
+                wait = b.wait_min;
+                continue;
+            }
+            iter = iter.wrapping_add(1);
+            // Look at the clock only every 16 idle polls.
+            if iter % 16 != 0 {
+                std::hint::spin_loop();
+                continue;
+            }
+            if iter == 16 {
+                last = Instant::now();
+                continue;
+            }
+            let idle = last.elapsed();
+            if idle < b.spin {
+                std::hint::spin_loop();
+            } else if idle < b.yield_until {
+                std::thread::yield_now();
+            } else {
+                self.dev.wait(wait)?;
+                wait = (wait * 2).min(b.wait_max);
+            }
+        }
+    }
+
+    /// A request that is already complete with status `st`.
+    pub(crate) fn done_request(&mut self, st: Status) -> Result<u32> {
+        let id = self.reqs.alloc(State::Done, std::ptr::null_mut(), 0)?;
+        self.reqs.get_mut(id).expect("just allocated").status = st;
+        Ok(id)
     }
 }
 
+/// Status of a receive from MPI_PROC_NULL (MPI-4.1 §3.10): source PROC_NULL, tag ANY_TAG,
+/// count 0.
+pub(crate) fn proc_null_status() -> Status {
+    Status {
+        source: crate::PROC_NULL,
+        tag: crate::ANY_TAG,
+        error: 0,
+        count: 0,
+        cancelled: false,
+    }
+}
+
+fn tcp_device(boot: &mut dyn Bootstrap, base: *mut u8, len: usize) -> Result<Box<dyn Device>> {
+    // SAFETY: the heap mapping outlives the device (the device field of `Mpi` is dropped
+    // before the heap field).
+    let d = unsafe { device_tcp::TcpDevice::new(boot, base, len) }?;
+    Ok(Box::new(d))
+}
+
+use crate::heap::{Heap, HeapLayout};
+use crate::matching::{Envelope, Queues};
+use crate::protocol::Header;
+use crate::request::{Requests, State};
+use crate::settings::Settings;
+use crate::ErrorClass;
+use rdma_api::{Bootstrap, Device, Event, RegionKey};
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
 #[allow(dead_code)]
-fn _unused(_: Error) {}
+fn _unused(_: Error, _: Op) {}

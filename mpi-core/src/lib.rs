@@ -67,3 +67,10 @@ pub fn error_string(code: i32) -> String {
         None => format!("Unknown error code {code}"),
     }
 }
+
+pub mod collective;
+pub mod heap;
+pub mod matching;
+pub mod progress;
+pub mod protocol;
+pub mod request;

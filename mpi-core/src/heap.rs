@@ -1,0 +1,312 @@
+//! The per-rank heap: one contiguous anonymous mapping, registered with the device, that
+//! holds the protocol areas and the MPI_Alloc_mem arena (see `DESIGN.md`, "The contiguous
+//! heap").
+//!
+//! ## Layout (byte offsets from the heap base; every rank computes every rank's layout from
+//! (number of ranks, slots, slot size), so remote offsets need no exchange)
+//! ```text
+//! [credit_in : n × u64]   word s = cumulative count of CTRL slots rank s consumed from us
+//! [credit_out: n × u64]   local source of our outgoing CREDIT writes (inline)
+//! [rings     : n × slots × slot_size]  ring for sender s at rings + s·slots·slot_size
+//! [staging   : n × slots × slot_size]  local source of CTRL writes to destination d
+//! [arena     : rest]      MPI_Alloc_mem (linked_list_allocator)
+//! ```
+//! Each area starts on a 64-byte boundary; `slot_size` = header (64 B) + eager limit,
+//! rounded up to 64.
+
+use crate::protocol::HDR_RESERVED;
+use crate::{Error, ErrorClass, Result};
+use std::alloc::Layout as AllocLayout;
+use std::collections::HashMap;
+use std::ptr::NonNull;
+
+/// Alignment (bytes) of MPI_Alloc_mem results and of every heap area.
+pub const ALIGN: usize = 64;
+/// Smallest arena (bytes) kept when the heap has to grow for the CTRL rings.
+pub const MIN_ARENA: usize = 16 << 20;
+
+fn round_up(x: usize, a: usize) -> usize {
+    x.div_ceil(a) * a
+}
+
+/// The deterministic heap layout shared by all ranks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeapLayout {
+    /// Number of ranks.
+    pub n: usize,
+    /// CTRL slots per sender.
+    pub slots: usize,
+    /// Bytes per slot (header + eager payload, multiple of 64).
+    pub slot_size: usize,
+    /// Offset of the incoming credit words.
+    pub credit_in: usize,
+    /// Offset of the outgoing credit words.
+    pub credit_out: usize,
+    /// Offset of the CTRL rings.
+    pub rings: usize,
+    /// Offset of the staging slots.
+    pub staging: usize,
+    /// Offset of the MPI_Alloc_mem arena.
+    pub arena: usize,
+    /// Total heap bytes (≥ the requested size; grown if the rings need more).
+    pub total: usize,
+}
+
+impl HeapLayout {
+    /// Computes the layout for `n` ranks, `slots` slots per sender, an eager limit of
+    /// `eager` bytes and a requested heap of `heap_size` bytes. Errors: MPI_ERR_ARG when the
+    /// sizes overflow.
+    pub fn new(n: usize, slots: usize, eager: usize, heap_size: usize) -> Result<HeapLayout> {
+        let ovf = || Error::new(ErrorClass::Arg, "heap layout overflows the address space");
+        let slots = slots.max(1);
+        let slot_size = round_up(HDR_RESERVED.checked_add(eager).ok_or_else(ovf)?, ALIGN);
+        let words = round_up(n.checked_mul(8).ok_or_else(ovf)?, ALIGN);
+        let credit_in = 0;
+        let credit_out = words;
+        let rings = credit_out + words;
+        let ring_bytes = n
+            .checked_mul(slots)
+            .and_then(|x| x.checked_mul(slot_size))
+            .ok_or_else(ovf)?;
+        let staging = rings.checked_add(ring_bytes).ok_or_else(ovf)?;
+        let arena = staging.checked_add(ring_bytes).ok_or_else(ovf)?;
+        let min_total = arena.checked_add(MIN_ARENA).ok_or_else(ovf)?;
+        let total = round_up(heap_size.max(min_total), 4096);
+        Ok(HeapLayout {
+            n,
+            slots,
+            slot_size,
+            credit_in,
+            credit_out,
+            rings,
+            staging,
+            arena,
+            total,
+        })
+    }
+
+    /// Offset of slot `slot` of the ring that receives from `sender`.
+    #[inline]
+    pub fn ring_slot(&self, sender: usize, slot: usize) -> usize {
+        self.rings + (sender * self.slots + slot) * self.slot_size
+    }
+
+    /// Offset of staging slot `slot` for destination `dest`.
+    #[inline]
+    pub fn staging_slot(&self, dest: usize, slot: usize) -> usize {
+        self.staging + (dest * self.slots + slot) * self.slot_size
+    }
+
+    /// Payload bytes a slot can carry.
+    #[inline]
+    pub fn payload_max(&self) -> usize {
+        self.slot_size - HDR_RESERVED
+    }
+}
+
+/// The mapped heap plus the MPI_Alloc_mem allocator.
+pub struct Heap {
+    base: *mut u8,
+    /// The layout of this (and every) rank's heap.
+    pub layout: HeapLayout,
+    arena: linked_list_allocator::Heap,
+    /// ptr → (layout, from the arena?) of every live MPI_Alloc_mem block.
+    blocks: HashMap<usize, (AllocLayout, bool)>,
+}
+
+impl Heap {
+    /// Maps the heap (anonymous, private, zeroed), tries to mlock it (failure is ignored:
+    /// the TCP device does not need pinned memory, verbs registration pins by itself) and
+    /// sets up the arena. Errors: MPI_ERR_NO_MEM when the mapping fails.
+    pub fn new(layout: HeapLayout) -> Result<Heap> {
+        // SAFETY: anonymous private mapping of a fresh range; no existing memory is touched.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                layout.total,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_ANONYMOUS | libc::MAP_PRIVATE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(Error::new(
+                ErrorClass::NoMem,
+                format!(
+                    "cannot map a heap of {} bytes: {}",
+                    layout.total,
+                    std::io::Error::last_os_error()
+                ),
+            ));
+        }
+        let base = p as *mut u8;
+        // SAFETY: the range was just mapped; mlock only changes paging behaviour. If the
+        // whole heap cannot be locked (RLIMIT_MEMLOCK), lock at least the protocol areas.
+        unsafe {
+            if libc::mlock(p, layout.total) != 0 {
+                let _ = libc::mlock(p, layout.arena);
+            }
+        }
+        // SAFETY: the arena range lies inside the mapping, which lives as long as `Heap`.
+        let arena = unsafe {
+            linked_list_allocator::Heap::new(base.add(layout.arena), layout.total - layout.arena)
+        };
+        Ok(Heap {
+            base,
+            layout,
+            arena,
+            blocks: HashMap::new(),
+        })
+    }
+
+    /// Base address of the heap.
+    #[inline]
+    pub fn base(&self) -> *mut u8 {
+        self.base
+    }
+
+    /// Total length in bytes.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.layout.total
+    }
+
+    /// Always false (a heap is never empty); for clippy.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// If `ptr .. ptr+len` lies inside the heap, its offset.
+    #[inline]
+    pub fn offset_of(&self, ptr: *const u8, len: usize) -> Option<usize> {
+        let p = ptr as usize;
+        let b = self.base as usize;
+        if p >= b && p.checked_add(len)? <= b + self.layout.total {
+            Some(p - b)
+        } else {
+            None
+        }
+    }
+
+    /// Pointer to heap offset `off`.
+    ///
+    /// # Safety
+    /// `off` must be ≤ the heap length.
+    #[inline]
+    pub unsafe fn at(&self, off: usize) -> *mut u8 {
+        // SAFETY: the caller keeps `off` inside the mapping.
+        unsafe { self.base.add(off) }
+    }
+
+    /// Reads the u64 at heap offset `off` (a word a peer may write through the device).
+    #[inline]
+    pub fn read_u64(&self, off: usize) -> u64 {
+        assert!(off + 8 <= self.layout.total && off % 8 == 0);
+        // SAFETY: in range and aligned (checked above); volatile because a device writes it
+        // outside of Rust's knowledge.
+        unsafe { std::ptr::read_volatile(self.base.add(off) as *const u64) }
+    }
+
+    /// Writes the u64 at heap offset `off`.
+    #[inline]
+    pub fn write_u64(&self, off: usize, v: u64) {
+        assert!(off + 8 <= self.layout.total && off % 8 == 0);
+        // SAFETY: in range and aligned (checked above).
+        unsafe { std::ptr::write_volatile(self.base.add(off) as *mut u64, v) }
+    }
+
+    /// MPI_Alloc_mem: `size` bytes (64-byte aligned) from the arena, else from the system
+    /// allocator. Errors: MPI_ERR_NO_MEM.
+    pub fn alloc(&mut self, size: usize) -> Result<*mut u8> {
+        let lay = AllocLayout::from_size_align(size.max(1), ALIGN)
+            .map_err(|_| Error::new(ErrorClass::NoMem, format!("cannot allocate {size} bytes")))?;
+        if let Ok(p) = self.arena.allocate_first_fit(lay) {
+            self.blocks.insert(p.as_ptr() as usize, (lay, true));
+            return Ok(p.as_ptr());
+        }
+        // SAFETY: `lay` has a non-zero size.
+        let p = unsafe { std::alloc::alloc(lay) };
+        if p.is_null() {
+            return Err(Error::new(
+                ErrorClass::NoMem,
+                format!("MPI_Alloc_mem: cannot allocate {size} bytes"),
+            ));
+        }
+        self.blocks.insert(p as usize, (lay, false));
+        Ok(p)
+    }
+
+    /// MPI_Free_mem. Errors: MPI_ERR_ARG for a pointer not returned by [`Heap::alloc`].
+    pub fn free(&mut self, ptr: *mut u8) -> Result<()> {
+        let Some((lay, in_arena)) = self.blocks.remove(&(ptr as usize)) else {
+            return Err(Error::new(
+                ErrorClass::Arg,
+                format!("MPI_Free_mem: {ptr:p} was not returned by MPI_Alloc_mem"),
+            ));
+        };
+        if in_arena {
+            // SAFETY: `ptr` came from allocate_first_fit with `lay` and was not freed since
+            // (it was still in the side table).
+            unsafe { self.arena.deallocate(NonNull::new_unchecked(ptr), lay) };
+        } else {
+            // SAFETY: `ptr` came from std::alloc::alloc with `lay` (side table).
+            unsafe { std::alloc::dealloc(ptr, lay) };
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Heap {
+    fn drop(&mut self) {
+        for (&p, &(lay, in_arena)) in self.blocks.iter() {
+            if !in_arena {
+                // SAFETY: system blocks still owned by the side table.
+                unsafe { std::alloc::dealloc(p as *mut u8, lay) };
+            }
+        }
+        // SAFETY: the mapping was created in `new` with this length; the device that
+        // registered it is dropped before the heap (field order in `Mpi`).
+        unsafe {
+            libc::munmap(self.base as *mut libc::c_void, self.layout.total);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_is_disjoint_and_grows() {
+        let l = HeapLayout::new(4, 8, 1000, 1 << 20).unwrap();
+        assert_eq!(l.slot_size, 1088);
+        assert_eq!(l.credit_out, 64);
+        assert_eq!(l.rings, 128);
+        assert_eq!(l.staging, l.rings + 4 * 8 * 1088);
+        assert_eq!(l.arena, l.staging + 4 * 8 * 1088);
+        assert!(l.total >= l.arena + MIN_ARENA);
+        assert_eq!(l.ring_slot(3, 7) + l.slot_size, l.staging);
+        assert_eq!(l.staging_slot(3, 7) + l.slot_size, l.arena);
+        let big = HeapLayout::new(1024, 64, 65536, 64 << 20).unwrap();
+        assert!(big.total > 64 << 20);
+        assert!(HeapLayout::new(usize::MAX / 2, 64, 1 << 20, 0).is_err());
+    }
+
+    #[test]
+    fn alloc_free() {
+        let mut h = Heap::new(HeapLayout::new(2, 4, 256, 1 << 20).unwrap()).unwrap();
+        let a = h.alloc(100).unwrap();
+        assert_eq!(a as usize % ALIGN, 0);
+        assert!(h.offset_of(a, 100).is_some());
+        let big = h.alloc(64 << 20).unwrap(); // falls back to the system allocator
+        assert!(h.offset_of(big, 1).is_none());
+        let z = h.alloc(0).unwrap();
+        h.free(a).unwrap();
+        h.free(big).unwrap();
+        h.free(z).unwrap();
+        assert_eq!(h.free(a).unwrap_err().class, ErrorClass::Arg);
+        let mut x = 0u8;
+        assert_eq!(h.free(&mut x).unwrap_err().class, ErrorClass::Arg);
+    }
+}
