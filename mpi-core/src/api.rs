@@ -733,3 +733,65 @@ impl Drop for ScopedRequest<'_, '_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout<T: Equivalence>() {
+        assert_eq!(std::mem::size_of::<T>(), T::DATATYPE.size());
+        assert!(std::mem::align_of::<T>() <= T::DATATYPE.size());
+    }
+
+    #[test]
+    fn equivalence_layouts_match() {
+        layout::<i8>();
+        layout::<i16>();
+        layout::<i32>();
+        layout::<i64>();
+        layout::<u8>();
+        layout::<u16>();
+        layout::<u32>();
+        layout::<u64>();
+        layout::<f32>();
+        layout::<f64>();
+        layout::<isize>();
+        layout::<usize>();
+    }
+
+    #[test]
+    fn every_equivalence_type_supports_every_op() {
+        // So the API can never raise MPI_ERR_OP for a Rust type.
+        for dt in [
+            i8::DATATYPE,
+            i16::DATATYPE,
+            i32::DATATYPE,
+            i64::DATATYPE,
+            u8::DATATYPE,
+            u16::DATATYPE,
+            u32::DATATYPE,
+            u64::DATATYPE,
+            f32::DATATYPE,
+            f64::DATATYPE,
+            isize::DATATYPE,
+            usize::DATATYPE,
+        ] {
+            for op in [Op::Sum, Op::Prod, Op::Min, Op::Max] {
+                crate::op::check(op, dt).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn counts() {
+        assert_eq!(count_of_len(5), Ok(5));
+        assert_eq!(count_of_len(1 << 31).unwrap_err().class, ErrorClass::Count);
+        assert_eq!(same_len("x", 2, 3).unwrap_err().class, ErrorClass::Count);
+        let st = Status {
+            count: 12,
+            ..Status::default()
+        };
+        assert_eq!(st.count_of::<u32>(), 3);
+        assert_eq!(st.count_of::<f64>(), crate::UNDEFINED);
+    }
+}
