@@ -184,7 +184,10 @@ impl Peer {
             };
             let full = n == want;
             while n > 0 {
-                let p = self.sendq.front_mut().expect("bytes sent for an empty queue");
+                let p = self
+                    .sendq
+                    .front_mut()
+                    .expect("bytes sent for an empty queue");
                 let left = HDR_LEN + p.len - p.done;
                 if n < left {
                     p.done += n;
@@ -225,9 +228,7 @@ impl Peer {
             // Regions::range when its header arrived (registered memory is valid for writes
             // until deregistered, by register's contract); the header iovec is our own array.
             let n = match unsafe { sys::recv_vectored(self.fd, &mut iovs[..n_iov]) } {
-                Ok(0) => {
-                    return Err(self.lose(peer, "connection closed by peer before BYE".into()))
-                }
+                Ok(0) => return Err(self.lose(peer, "connection closed by peer before BYE".into())),
                 Ok(n) => n,
                 Err(e) if is_retry(&e) => return Ok(()),
                 Err(e) => return Err(self.lose_io(peer, "recv", e)),
@@ -412,7 +413,15 @@ impl TcpDevice {
     }
 
     /// Queues a frame behind the peer's pending ones (copying the payload if `owned`).
-    fn enqueue(&mut self, peer: usize, hdr: [u8; HDR_LEN], src: *const u8, len: usize, done: usize, sid: Option<u64>) {
+    fn enqueue(
+        &mut self,
+        peer: usize,
+        hdr: [u8; HDR_LEN],
+        src: *const u8,
+        len: usize,
+        done: usize,
+        sid: Option<u64>,
+    ) {
         let mut p = Pending {
             hdr,
             payload: src,
@@ -480,7 +489,9 @@ impl Device for TcpDevice {
         if self.regions.remove(key.0) {
             Ok(())
         } else {
-            Err(DeviceError::InvalidArgument(format!("{key} is not registered")))
+            Err(DeviceError::InvalidArgument(format!(
+                "{key} is not registered"
+            )))
         }
     }
 

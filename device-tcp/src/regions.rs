@@ -77,7 +77,9 @@ impl Regions {
                 return Ok(RegionKey(key));
             }
         }
-        Err(DeviceError::InvalidArgument("register: out of region keys".into()))
+        Err(DeviceError::InvalidArgument(
+            "register: out of region keys".into(),
+        ))
     }
 
     /// Removes a region; false if the key is not registered.

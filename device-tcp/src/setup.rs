@@ -59,9 +59,9 @@ fn published_ips() -> Result<Vec<Ipv4Addr>> {
         Ok(v) if !v.trim().is_empty() => v
             .split(';')
             .map(|s| {
-                s.trim().parse::<Ipv4Addr>().map_err(|e| {
-                    DeviceError::InvalidArgument(format!("{ENV_IF_ADDR}={v:?}: {e}"))
-                })
+                s.trim()
+                    .parse::<Ipv4Addr>()
+                    .map_err(|e| DeviceError::InvalidArgument(format!("{ENV_IF_ADDR}={v:?}: {e}")))
             })
             .collect(),
         _ => Ok(interface_ips()),

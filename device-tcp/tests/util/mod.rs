@@ -46,7 +46,12 @@ impl Mem {
 impl Drop for Mem {
     fn drop(&mut self) {
         // SAFETY: allocated in new with this layout.
-        unsafe { dealloc(self.ptr, Layout::from_size_align(self.len.max(1), 64).unwrap()) }
+        unsafe {
+            dealloc(
+                self.ptr,
+                Layout::from_size_align(self.len.max(1), 64).unwrap(),
+            )
+        }
     }
 }
 
