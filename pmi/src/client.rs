@@ -89,7 +89,9 @@ impl PmiClient {
             )));
         }
         if FROM_ENV_TAKEN.swap(true, Ordering::SeqCst) {
-            return Err(err("PmiClient::from_env called twice (PMI_FD is already owned)"));
+            return Err(err(
+                "PmiClient::from_env called twice (PMI_FD is already owned)",
+            ));
         }
         // SAFETY: the fd is open (checked above) and was handed to this process by its
         // process manager for PMI only; the FROM_ENV_TAKEN flag guarantees that only one
@@ -127,11 +129,8 @@ impl PmiClient {
         }
         let r = c.request(&Message::new("get_maxes"), "maxes")?;
         let d = Maxes::default();
-        let num = |k: &str, dflt: usize| {
-            r.get_int(k)
-                .filter(|&v| v > 0)
-                .map_or(dflt, |v| v as usize)
-        };
+        let num =
+            |k: &str, dflt: usize| r.get_int(k).filter(|&v| v > 0).map_or(dflt, |v| v as usize);
         c.maxes = Maxes {
             kvsname_max: num("kvsname_max", d.kvsname_max),
             keylen_max: num("keylen_max", d.keylen_max),

@@ -35,7 +35,10 @@ fn pmi_hello_under_hydra() {
     lines.sort();
     assert_eq!(lines.len(), 2, "{stdout}");
     for (r, l) in lines.iter().enumerate() {
-        assert!(l.starts_with(&format!("pmi-hello rank {r} of 2 kvsname ")), "{l}");
+        assert!(
+            l.starts_with(&format!("pmi-hello rank {r} of 2 kvsname ")),
+            "{l}"
+        );
         assert!(l.ends_with(" appnum 0 got v0,v1"), "{l}");
     }
 }

@@ -1,0 +1,8 @@
+//! `mpiexec`: the same program as `mpirun`.
+
+#[path = "app.rs"]
+mod app;
+
+fn main() {
+    app::main()
+}
