@@ -533,13 +533,20 @@ impl Mpi {
         for &r in reqs {
             self.check_request(r)?;
         }
-        self.block_until(|m| reqs.iter().all(|r| m.is_done(r.0)))?;
+        let mut k = 0;
+        self.block_until(|m| {
+            while k < reqs.len() && m.is_done(reqs[k].0) {
+                k += 1;
+            }
+            k == reqs.len()
+        })?;
         let mut failed = false;
         for (i, &r) in reqs.iter().enumerate() {
             if self.reqs.get(r.0).is_none() {
                 // The same handle listed twice: already completed above.
                 continue;
             }
+            let st = self.reqs.get(r.0).expect("live").status;
             match self.finish(r.0) {
                 Ok(mut st) => {
                     st.error = 0;
@@ -547,11 +554,9 @@ impl Mpi {
                 }
                 Err(e) => {
                     failed = true;
+                    // Keep source/tag/count (e.g. of a truncated receive) with the class.
+                    statuses[i] = st;
                     statuses[i].error = e.class as i32;
-                    if e.class == ErrorClass::Truncate {
-                        // Keep source/tag/count of the truncated receive.
-                        statuses[i].error = ErrorClass::Truncate as i32;
-                    }
                 }
             }
         }
