@@ -794,6 +794,14 @@ fn run(name: &str, o: Opts) -> io::Result<i32> {
                                     ranks[rank].streams[k] = None;
                                 }
                             }
+                            if sinks.broken[k] {
+                                // Our reader is gone (e.g. `mpirun ... | head`): close the
+                                // ranks' pipes too, so that they get SIGPIPE/EPIPE as they
+                                // would without mpirun.
+                                for r in ranks.iter_mut() {
+                                    r.streams[k] = None;
+                                }
+                            }
                         }
                         (Src::Signals, 2) => job.on_signals(sigfd.as_raw_fd(), &mut events),
                         _ => {}

@@ -391,6 +391,7 @@ int main(int argc, char **argv) {
     sendl("cmd=get_my_kvsname\n"); expect("my_kvsname"); strcpy(kvs, field("kvsname"));
     snprintf(msg, sizeof msg, "cmd=put kvsname=%s key=c_%d value=w%d\n", kvs, rank, rank * rank);
     sendl(msg); expect("put_result");
+    if (argc > 1 && !strcmp(argv[1], "exit0") && rank == 0) return 0; /* no finalize */
     sendl("cmd=barrier_in\n"); expect("barrier_out");
     if (argc > 2 && !strcmp(argv[1], "abort") && rank == size - 1) {
         snprintf(msg, sizeof msg, "cmd=abort exitcode=%d\n", atoi(argv[2]));
@@ -443,6 +444,22 @@ fn pmi_abort_c_client() {
     assert_eq!(o.status.code(), Some(6), "{stderr}");
     assert!(
         stderr.contains("rank 2 called abort with code 6"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn pmi_exit_without_finalize_does_not_hang() {
+    let Some(exe) = pmi_c() else { return };
+    // Rank 0 leaves after init without finalizing; the others would wait in the barrier
+    // forever: mpirun must end the job.
+    let o = mpirun(&["-n", "3", exe.to_str().unwrap(), "exit0"])
+        .output()
+        .unwrap();
+    let (_, stderr) = out(&o);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("rank 0") && stderr.contains("finaliz"),
         "{stderr}"
     );
 }

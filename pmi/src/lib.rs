@@ -9,6 +9,8 @@
 //!
 //! Errors are reported as [`rdma_api::DeviceError::Bootstrap`].
 
+#![warn(missing_docs)]
+
 pub mod client;
 pub mod server;
 pub mod wire;

@@ -140,7 +140,6 @@ fn raw_protocol_quirks() {
     // A single-rank barrier completes at once.
     let m = ask("cmd=barrier_in\n");
     assert_eq!(m.cmd(), Some("barrier_out"));
-    drop(ask);
     drop(s);
     drop(r);
     let events = srv.join().unwrap();
