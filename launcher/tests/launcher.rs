@@ -9,7 +9,23 @@ use std::time::{Duration, Instant};
 
 const MPIRUN: &str = env!("CARGO_BIN_EXE_mpirun");
 
-fn tempdir() -> PathBuf {
+/// A temporary directory, removed on drop.
+struct TempDir(PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tempdir() -> TempDir {
     static N: AtomicUsize = AtomicUsize::new(0);
     let d = std::env::temp_dir().join(format!(
         "launcher-test-{}-{}",
@@ -18,7 +34,7 @@ fn tempdir() -> PathBuf {
     ));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    TempDir(d)
 }
 
 fn mpirun(args: &[&str]) -> Command {
@@ -34,8 +50,9 @@ fn out(o: &Output) -> (String, String) {
     )
 }
 
-/// Compiles a C source once per test process; None (with a notice) if `cc` fails.
-fn compile(name: &str, src: &str) -> Option<PathBuf> {
+/// Compiles a C source into a temporary directory (kept with the result); None (with a
+/// notice) if `cc` fails.
+fn compile(name: &str, src: &str) -> Option<(TempDir, PathBuf)> {
     let dir = tempdir();
     let c = dir.join(format!("{name}.c"));
     let exe = dir.join(name);
@@ -49,7 +66,7 @@ fn compile(name: &str, src: &str) -> Option<PathBuf> {
         .map(|s| s.success())
         .unwrap_or(false);
     if ok {
-        Some(exe)
+        Some((dir, exe))
     } else {
         eprintln!("NOTICE: cc is not available; test skipped");
         None
@@ -251,7 +268,7 @@ int main(void) {
 
 #[test]
 fn output_lines_are_never_broken() {
-    let Some(exe) = compile("lines", LINES_C) else {
+    let Some((_dir, exe)) = compile("lines", LINES_C) else {
         return;
     };
     let o = mpirun(&["-n", "4", exe.to_str().unwrap()])
@@ -410,8 +427,15 @@ int main(int argc, char **argv) {
 "#;
 
 fn pmi_c() -> Option<&'static PathBuf> {
+    // Static: compiled once per test process (its directory is not removed).
     static EXE: OnceLock<Option<PathBuf>> = OnceLock::new();
-    EXE.get_or_init(|| compile("pmi_c", PMI_C)).as_ref()
+    EXE.get_or_init(|| {
+        compile("pmi_c", PMI_C).map(|(dir, exe)| {
+            std::mem::forget(dir);
+            exe
+        })
+    })
+    .as_ref()
 }
 
 fn sorted_lines(s: &str) -> Vec<String> {
