@@ -10,21 +10,21 @@ const W: Comm = Comm::WORLD;
 const OPS: [Op; 4] = [Op::Sum, Op::Prod, Op::Min, Op::Max];
 
 fn expect_i(op: Op, n: usize, i: usize) -> i32 {
-    let vals = (0..n).map(|r| (r as i32 + 1) * if i % 2 == 0 { 1 } else { -1 } + i as i32);
+    let vals = (0..n).map(|r| input_i(r, i));
     match op {
         Op::Sum => vals.sum(),
-        Op::Prod => vals.product(),
+        Op::Prod => vals.fold(1i32, |a, b| a.wrapping_mul(b)),
         Op::Min => vals.min().unwrap(),
         Op::Max => vals.max().unwrap(),
     }
 }
 
 fn input_i(r: usize, i: usize) -> i32 {
-    (r as i32 + 1) * if i % 2 == 0 { 1 } else { -1 } + i as i32
+    (r as i32 + 1) * if i % 2 == 0 { 1 } else { -1 } + (i % 7) as i32
 }
 
 fn input_d(r: usize, i: usize) -> f64 {
-    (r as f64 + 0.5) * if i % 3 == 0 { -1.0 } else { 1.0 } + i as f64 * 0.25
+    (r as f64 + 0.5) * if i % 3 == 0 { -1.0 } else { 1.0 } + (i % 4) as f64 * 0.25
 }
 
 fn expect_d(op: Op, n: usize, i: usize) -> f64 {
