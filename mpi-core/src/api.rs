@@ -666,7 +666,7 @@ impl<'s, 'env> Scope<'s, 'env> {
             .try_borrow_mut()
             .expect("with_communicator may not be nested in itself");
         let mut c = Communicator {
-            mpi: &mut **mpi,
+            mpi: &mut mpi,
             comm: self.comm,
         };
         f(&mut c)

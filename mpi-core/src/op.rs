@@ -201,21 +201,15 @@ mod tests {
         let sz = std::mem::size_of::<T>();
         assert_eq!(sz, dt.size());
         let n = a.len();
-        let mut ia = vec![0u8; n * sz + 16];
-        let mut ib = vec![0u8; n * sz + 16];
+        let len = std::mem::size_of_val(a);
+        assert_eq!(len, std::mem::size_of_val(b));
+        let mut ia = vec![0u8; len + 16];
+        let mut ib = vec![0u8; len + 16];
         unsafe {
-            std::ptr::copy_nonoverlapping(
-                a.as_ptr() as *const u8,
-                ia.as_mut_ptr().add(shift),
-                n * sz,
-            );
-            std::ptr::copy_nonoverlapping(
-                b.as_ptr() as *const u8,
-                ib.as_mut_ptr().add(shift),
-                n * sz,
-            );
+            std::ptr::copy_nonoverlapping(a.as_ptr() as *const u8, ia.as_mut_ptr().add(shift), len);
+            std::ptr::copy_nonoverlapping(b.as_ptr() as *const u8, ib.as_mut_ptr().add(shift), len);
             // Guard bytes after the data must stay untouched.
-            ib[shift + n * sz] = 0xA5;
+            ib[shift + len] = 0xA5;
             reduce_local(
                 op,
                 dt,
@@ -224,7 +218,7 @@ mod tests {
                 n,
             )
             .unwrap();
-            assert_eq!(ib[shift + n * sz], 0xA5, "wrote past the end");
+            assert_eq!(ib[shift + len], 0xA5, "wrote past the end");
             (0..n)
                 .map(|i| (ib.as_ptr().add(shift + i * sz) as *const T).read_unaligned())
                 .collect()
