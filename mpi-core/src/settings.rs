@@ -88,7 +88,7 @@ impl Settings {
                 }
                 None => {
                     warnings.push(format!(
-                        "{name}={raw:?} is not a size (bytes, optional suffix K/M/G/T); \
+                        "{name}={raw:?} is not a number (optional suffix K/M/G/T); \
                          using the default {default}"
                     ));
                     default
