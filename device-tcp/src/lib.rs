@@ -49,6 +49,8 @@ const SEND_BATCH: usize = 64;
 const RECV_BUDGET: usize = 16;
 /// Owned inline buffers kept for reuse.
 const SPARE_BUFFERS: usize = 64;
+/// Size of the buffer that drains payloads aimed at a region deregistered mid-frame.
+const SCRATCH_LEN: usize = 64 * 1024;
 
 /// One queued (partly sent) frame.
 struct Pending {
@@ -77,6 +79,9 @@ struct Rx {
     len: usize,
     got: usize,
     imm: Option<u32>,
+    /// The destination region was deregistered mid-frame: the rest of the payload is
+    /// drained into the device's scratch buffer, then the frame is a protocol error.
+    discard: bool,
 }
 
 /// Connection state of one peer.
@@ -106,6 +111,7 @@ impl Peer {
                 len: 0,
                 got: 0,
                 imm: None,
+                discard: false,
             },
             bye_recv: false,
             lost: false,
@@ -207,7 +213,13 @@ impl Peer {
     /// Receives from the stream: headers are validated against `regions`, payloads land
     /// directly in region memory; completed writes with imm raise `Recv` into `events`.
     /// At most [`RECV_BUDGET`] syscalls; stops at the first short read.
-    fn receive(&mut self, peer: usize, regions: &Regions, events: &mut Vec<Event>) -> Result<()> {
+    fn receive(
+        &mut self,
+        peer: usize,
+        regions: &Regions,
+        scratch: &mut [u8],
+        events: &mut Vec<Event>,
+    ) -> Result<()> {
         if self.lost || self.bye_recv || self.stream.is_none() {
             return Ok(());
         }
@@ -216,17 +228,27 @@ impl Peer {
             let mut iovs = [sys::IOV_NULL; 2];
             let (n_iov, want) = if rx.active {
                 let rem = rx.len - rx.got;
-                iovs[0] = sys::iov(rx.dst.wrapping_add(rx.got), rem);
-                iovs[1] = sys::iov(rx.hdr.as_mut_ptr(), HDR_LEN);
-                (2, rem + HDR_LEN)
+                let (dst, chunk) = if rx.discard {
+                    (scratch.as_mut_ptr(), rem.min(scratch.len()))
+                } else {
+                    (rx.dst.wrapping_add(rx.got), rem)
+                };
+                iovs[0] = sys::iov(dst, chunk);
+                if chunk == rem {
+                    iovs[1] = sys::iov(rx.hdr.as_mut_ptr(), HDR_LEN);
+                    (2, rem + HDR_LEN)
+                } else {
+                    (1, chunk)
+                }
             } else {
                 let rem = HDR_LEN - rx.hdr_got;
                 iovs[0] = sys::iov(rx.hdr[rx.hdr_got..].as_mut_ptr(), rem);
                 (1, rem)
             };
             // SAFETY: iovs[0] of an active payload is inside a region validated by
-            // Regions::range when its header arrived (registered memory is valid for writes
-            // until deregistered, by register's contract); the header iovec is our own array.
+            // Regions::range when its header arrived and still registered (deregister
+            // switches such a frame to `discard`); registered memory is valid for writes by
+            // register's contract. Scratch and header iovecs point into our own buffers.
             let n = match unsafe { sys::recv_vectored(self.fd, &mut iovs[..n_iov]) } {
                 Ok(0) => return Err(self.lose(peer, "connection closed by peer before BYE".into())),
                 Ok(n) => n,
@@ -240,6 +262,12 @@ impl Peer {
                 rest -= take;
                 if rx.got == rx.len {
                     rx.active = false;
+                    if rx.discard {
+                        return Err(self.violation(
+                            peer,
+                            "write into a region deregistered while the write was arriving".into(),
+                        ));
+                    }
                     if let Some(imm) = rx.imm {
                         events.push(Event::Recv {
                             peer,
@@ -285,6 +313,7 @@ impl Peer {
                     rx.len = h.len as usize;
                     rx.got = 0;
                     rx.imm = imm;
+                    rx.discard = false;
                 }
             }
             if n < want {
@@ -329,6 +358,8 @@ pub struct TcpDevice {
     local: VecDeque<Event>,
     /// Recycled buffers for inline copies.
     spare: Vec<Vec<u8>>,
+    /// Drain buffer for frames whose region was deregistered mid-frame (allocated then).
+    scratch: Vec<u8>,
     /// Reused pollfd array of [`Device::wait`].
     pollfds: Vec<libc::pollfd>,
     /// Peer the next receive pass starts at (round robin, for fairness).
@@ -379,6 +410,7 @@ impl TcpDevice {
             peers: streams.into_iter().map(Peer::new).collect(),
             local: VecDeque::with_capacity(64),
             spare: Vec::new(),
+            scratch: Vec::new(),
             pollfds: Vec::with_capacity(size),
             next_rx: 0,
             finalized: false,
@@ -452,7 +484,7 @@ impl TcpDevice {
         let n = self.size;
         for k in 0..n {
             let i = (self.next_rx + k) % n;
-            if let Err(e) = self.peers[i].receive(i, &self.regions, events) {
+            if let Err(e) = self.peers[i].receive(i, &self.regions, &mut self.scratch, events) {
                 self.next_rx = (i + 1) % n;
                 return Err(e);
             }
@@ -484,15 +516,26 @@ impl Device for TcpDevice {
         self.regions.insert(base, len)
     }
 
-    /// Errors: [`DeviceError::InvalidArgument`] if `key` is not registered.
+    /// Errors: [`DeviceError::InvalidArgument`] if `key` is not registered. A write that is
+    /// arriving into the region at this moment is not written further (its remaining bytes
+    /// are drained and discarded) and is reported by a later poll as
+    /// [`DeviceError::Protocol`]. Queued outgoing writes whose source lies in the region
+    /// are not affected: with `sid`, the caller keeps the source valid until `Sent` anyway.
     fn deregister(&mut self, key: RegionKey) -> Result<()> {
-        if self.regions.remove(key.0) {
-            Ok(())
-        } else {
-            Err(DeviceError::InvalidArgument(format!(
+        let Some(region) = self.regions.remove(key.0) else {
+            return Err(DeviceError::InvalidArgument(format!(
                 "{key} is not registered"
-            )))
+            )));
+        };
+        for p in &mut self.peers {
+            if p.rx.active && region.contains(p.rx.dst) {
+                p.rx.discard = true;
+                if self.scratch.is_empty() {
+                    self.scratch = vec![0; SCRATCH_LEN];
+                }
+            }
         }
+        Ok(())
     }
 
     /// Always `RegionKey(0)`: every rank registers its heap first.

@@ -15,6 +15,14 @@ pub(crate) struct Region {
     len: usize,
 }
 
+impl Region {
+    /// Whether `p` points into the region.
+    pub fn contains(&self, p: *const u8) -> bool {
+        let (b, a) = (self.base as usize, p as usize);
+        a >= b && a - b < self.len
+    }
+}
+
 /// A multiplicative hash for u32 keys (keys are sequential, so no DoS concern).
 #[derive(Default)]
 pub(crate) struct KeyHasher(u64);
@@ -82,12 +90,12 @@ impl Regions {
         ))
     }
 
-    /// Removes a region; false if the key is not registered.
-    pub fn remove(&mut self, key: u32) -> bool {
+    /// Removes a region and returns it; `None` if the key is not registered.
+    pub fn remove(&mut self, key: u32) -> Option<Region> {
         if key == HEAP_KEY {
-            self.heap.take().is_some()
+            self.heap.take()
         } else {
-            self.others.remove(&key).is_some()
+            self.others.remove(&key)
         }
     }
 
@@ -126,8 +134,10 @@ mod tests {
         let k1 = t.insert(b2.as_mut_ptr(), 10).unwrap();
         assert_eq!(k1, RegionKey(1));
         assert_eq!(t.range(1, 2, 8), Some(b2.as_mut_ptr().wrapping_add(2)));
-        assert!(t.remove(1));
-        assert!(!t.remove(1));
+        let r = t.remove(1).unwrap();
+        assert!(r.contains(b2.as_ptr().wrapping_add(9)));
+        assert!(!r.contains(b2.as_ptr().wrapping_add(10)));
+        assert!(t.remove(1).is_none());
         assert!(t.range(1, 0, 1).is_none());
         let k2 = t.insert(b2.as_mut_ptr(), 10).unwrap();
         assert_ne!(k1, k2, "keys are not reused");
