@@ -215,3 +215,41 @@ fn allreduce_all_ops_in_place_and_bit_identical() {
         );
     }
 }
+
+/// Oversubscription: 8 ranks (on however few cores) run barrier and allreduce loops;
+/// prints the time per operation. The back-off must keep this fast.
+#[test]
+#[ignore]
+fn oversubscribed_barrier_allreduce_timing() {
+    let s = mpi_core::settings::Settings::default();
+    run(8, s, |m| {
+        let t = std::time::Instant::now();
+        for _ in 0..500 {
+            m.barrier(W).unwrap();
+        }
+        let tb = t.elapsed();
+        let t = std::time::Instant::now();
+        let mut x = [1.0f64; 4];
+        for _ in 0..500 {
+            unsafe {
+                m.allreduce(
+                    None,
+                    x.as_mut_ptr() as *mut u8,
+                    4,
+                    Datatype::Double,
+                    Op::Max,
+                    W,
+                )
+            }
+            .unwrap();
+        }
+        let ta = t.elapsed();
+        if m.rank() == 0 {
+            println!(
+                "8 ranks: barrier {:.1} us, allreduce(4 doubles) {:.1} us",
+                tb.as_secs_f64() * 1e6 / 500.0,
+                ta.as_secs_f64() * 1e6 / 500.0
+            );
+        }
+    });
+}
