@@ -357,3 +357,56 @@ fn pingpong_latency() {
         }
     });
 }
+
+#[test]
+fn many_self_messages_exceed_the_ring() {
+    run(1, settings(), |m| {
+        let data: Vec<u32> = (0..500).collect();
+        let reqs: Vec<Request> = data
+            .iter()
+            .map(|x| unsafe { m.isend(x as *const u32 as *const u8, 4, B, 0, 1, W) }.unwrap())
+            .collect();
+        for i in 0..500u32 {
+            let mut x = 0u32;
+            unsafe { m.recv(&mut x as *mut u32 as *mut u8, 4, B, 0, 1, W) }.unwrap();
+            assert_eq!(x, i);
+        }
+        let mut st = vec![Status::default(); reqs.len()];
+        m.waitall(&reqs, &mut st).unwrap();
+    });
+}
+
+/// Ping-pong time per message size with the eager protocol vs the rendezvous, to choose
+/// the eager limit (prints a table).
+#[test]
+#[ignore]
+fn eager_vs_rendezvous_crossover() {
+    for (name, eager) in [("eager", 1 << 20), ("rendezvous", 0)] {
+        let mut s = mpi_core::settings::Settings::default();
+        s.eager_limit = eager;
+        run(2, s, move |m| {
+            let me = m.rank() as i32;
+            for len in [1024usize, 4096, 8192, 16384, 32768, 65536, 262144] {
+                let mut b = vec![0u8; len];
+                let iters = 300;
+                m.barrier(W).unwrap();
+                let t = std::time::Instant::now();
+                for _ in 0..iters {
+                    unsafe {
+                        if me == 0 {
+                            m.send(b.as_ptr(), len as i32, B, 1, 0, W).unwrap();
+                            m.recv(b.as_mut_ptr(), len as i32, B, 1, 0, W).unwrap();
+                        } else {
+                            m.recv(b.as_mut_ptr(), len as i32, B, 0, 0, W).unwrap();
+                            m.send(b.as_ptr(), len as i32, B, 0, 0, W).unwrap();
+                        }
+                    }
+                }
+                if me == 0 {
+                    let us = t.elapsed().as_secs_f64() * 1e6 / iters as f64 / 2.0;
+                    println!("{name:>10} {len:>7} B: {us:8.1} us");
+                }
+            }
+        });
+    }
+}
