@@ -240,7 +240,7 @@ impl Mpi {
         let len = count * dt.size();
         let mut own = Vec::new();
         let acc: *mut u8 = if me == root {
-            if input != out as *const u8 {
+            if !std::ptr::eq(input, out) {
                 // SAFETY: both valid for `len` bytes (caller); ptr::copy tolerates overlap.
                 unsafe { std::ptr::copy(input, out, len) };
             }

@@ -65,7 +65,7 @@ impl Status {
     /// is not a multiple of the element size.
     pub fn get_count(&self, dt: Datatype) -> i32 {
         let sz = dt.size();
-        if self.count % sz != 0 {
+        if !self.count.is_multiple_of(sz) {
             crate::UNDEFINED
         } else {
             (self.count / sz) as i32
@@ -88,6 +88,10 @@ impl BootHolder {
         }
     }
 }
+
+/// A device constructor: `make(bootstrap, heap base, heap length in bytes)` must create
+/// the device of this rank with the heap registered as its heap region.
+pub type DeviceFactory = dyn Fn(&mut dyn Bootstrap, *mut u8, usize) -> Result<Box<dyn Device>>;
 
 /// One CTRL message waiting in a destination's FIFO for a credit / a free staging slot.
 pub(crate) struct CtrlMsg {
@@ -233,16 +237,12 @@ impl Mpi {
     pub fn init_with_device(
         boot: Box<dyn Bootstrap>,
         settings: Settings,
-        make: &dyn Fn(&mut dyn Bootstrap, *mut u8, usize) -> Result<Box<dyn Device>>,
+        make: &DeviceFactory,
     ) -> Result<Mpi> {
         Mpi::build(BootHolder::Custom(boot), settings, make)
     }
 
-    fn build(
-        mut boot: BootHolder,
-        settings: Settings,
-        make: &dyn Fn(&mut dyn Bootstrap, *mut u8, usize) -> Result<Box<dyn Device>>,
-    ) -> Result<Mpi> {
+    fn build(mut boot: BootHolder, settings: Settings, make: &DeviceFactory) -> Result<Mpi> {
         let b = boot.as_dyn();
         let (rank, size) = (b.rank(), b.size());
         let lay = HeapLayout::new(
@@ -656,7 +656,8 @@ impl Mpi {
     /// # Safety
     /// No pending operation may use the memory.
     pub unsafe fn free_mem(&mut self, ptr: *mut u8) -> Result<()> {
-        self.heap.free(ptr)
+        // SAFETY: forwarded caller contract (the block is no longer in use).
+        unsafe { self.heap.free(ptr) }
     }
 
     fn errh_index(&self, comm: Comm) -> Result<usize> {

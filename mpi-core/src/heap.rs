@@ -202,7 +202,7 @@ impl Heap {
     /// Reads the u64 at heap offset `off` (a word a peer may write through the device).
     #[inline]
     pub fn read_u64(&self, off: usize) -> u64 {
-        assert!(off + 8 <= self.layout.total && off % 8 == 0);
+        assert!(off + 8 <= self.layout.total && off.is_multiple_of(8));
         // SAFETY: in range and aligned (checked above); volatile because a device writes it
         // outside of Rust's knowledge.
         unsafe { std::ptr::read_volatile(self.base.add(off) as *const u64) }
@@ -211,7 +211,7 @@ impl Heap {
     /// Writes the u64 at heap offset `off`.
     #[inline]
     pub fn write_u64(&self, off: usize, v: u64) {
-        assert!(off + 8 <= self.layout.total && off % 8 == 0);
+        assert!(off + 8 <= self.layout.total && off.is_multiple_of(8));
         // SAFETY: in range and aligned (checked above).
         unsafe { std::ptr::write_volatile(self.base.add(off) as *mut u64, v) }
     }
@@ -238,7 +238,10 @@ impl Heap {
     }
 
     /// MPI_Free_mem. Errors: MPI_ERR_ARG for a pointer not returned by [`Heap::alloc`].
-    pub fn free(&mut self, ptr: *mut u8) -> Result<()> {
+    ///
+    /// # Safety
+    /// If `ptr` is a live block, nothing may use it afterwards.
+    pub unsafe fn free(&mut self, ptr: *mut u8) -> Result<()> {
         let Some((lay, in_arena)) = self.blocks.remove(&(ptr as usize)) else {
             return Err(Error::new(
                 ErrorClass::Arg,
@@ -302,11 +305,14 @@ mod tests {
         let big = h.alloc(64 << 20).unwrap(); // falls back to the system allocator
         assert!(h.offset_of(big, 1).is_none());
         let z = h.alloc(0).unwrap();
-        h.free(a).unwrap();
-        h.free(big).unwrap();
-        h.free(z).unwrap();
-        assert_eq!(h.free(a).unwrap_err().class, ErrorClass::Arg);
-        let mut x = 0u8;
-        assert_eq!(h.free(&mut x).unwrap_err().class, ErrorClass::Arg);
+        // SAFETY: the blocks are not used afterwards.
+        unsafe {
+            h.free(a).unwrap();
+            h.free(big).unwrap();
+            h.free(z).unwrap();
+            assert_eq!(h.free(a).unwrap_err().class, ErrorClass::Arg);
+            let mut x = 0u8;
+            assert_eq!(h.free(&mut x).unwrap_err().class, ErrorClass::Arg);
+        }
     }
 }

@@ -20,11 +20,11 @@ fn expect_i(op: Op, n: usize, i: usize) -> i32 {
 }
 
 fn input_i(r: usize, i: usize) -> i32 {
-    (r as i32 + 1) * if i % 2 == 0 { 1 } else { -1 } + (i % 7) as i32
+    (r as i32 + 1) * if i.is_multiple_of(2) { 1 } else { -1 } + (i % 7) as i32
 }
 
 fn input_d(r: usize, i: usize) -> f64 {
-    (r as f64 + 0.5) * if i % 3 == 0 { -1.0 } else { 1.0 } + (i % 4) as f64 * 0.25
+    (r as f64 + 0.5) * if i.is_multiple_of(3) { -1.0 } else { 1.0 } + (i % 4) as f64 * 0.25
 }
 
 fn expect_d(op: Op, n: usize, i: usize) -> f64 {

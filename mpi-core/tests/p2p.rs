@@ -382,8 +382,10 @@ fn many_self_messages_exceed_the_ring() {
 #[ignore]
 fn eager_vs_rendezvous_crossover() {
     for (name, eager) in [("eager", 1 << 20), ("rendezvous", 0)] {
-        let mut s = mpi_core::settings::Settings::default();
-        s.eager_limit = eager;
+        let s = mpi_core::settings::Settings {
+            eager_limit: eager,
+            ..Default::default()
+        };
         run(2, s, move |m| {
             let me = m.rank() as i32;
             for len in [1024usize, 4096, 8192, 16384, 32768, 65536, 262144] {
