@@ -3,6 +3,29 @@
 //!
 //! Every buffer argument is a raw pointer plus a count and a datatype, as in the C
 //! binding; the safe Rust API in [`crate::api`] wraps these.
+//!
+//! ## Design as built
+//! * **Heap** ([`crate::heap`]): one anonymous mapping per rank, registered as the device's
+//!   heap: `[credit words in][credit words out][CTRL rings: n × slots × slot_size]
+//!   [staging: n × slots × slot_size][MPI_Alloc_mem arena]`, identical on every rank, so
+//!   the remote offset of "my ring at rank d, slot k" is computed locally. The heap grows
+//!   beyond `MPI_HEAP_SIZE` when the rings need it (keeping a 16 MiB arena).
+//! * **Wire** ([`crate::protocol`]): one 48-byte little-endian header (SHORT, REQ, RSP)
+//!   at the start of a 64-byte header area of a slot, payload after it. The 32-bit
+//!   immediate carries the kind in its top 2 bits: CTRL|slot, DATA|receiver request id,
+//!   CREDIT. Everything read from a slot is validated; a violation is MPI_ERR_INTERN.
+//! * **Sending** ([`crate::progress`]): per destination, a CTRL message needs a credit
+//!   (`sent - credit < slots`) and a free staging slot (its last write reported Sent);
+//!   otherwise it waits (payload copied) in the destination's FIFO, which keeps order.
+//!   Eager (SHORT) sends are complete once copied; rendezvous sends (REQ → RSP → DATA)
+//!   complete when the DATA write reports Sent.
+//! * **Credits**: the receiver writes its cumulative consumed-slot count for a sender
+//!   into the sender's credit word (8-byte inline write, imm CREDIT) every
+//!   `max(1, slots/4)` slots; no ring slot is needed, so credits flow even when both
+//!   directions are full.
+//! * **Progress**: polling inside MPI calls; blocking calls spin, then yield, then block
+//!   in `Device::wait` (1 ms doubling to 10 ms), see `Backoff`.
+//! * **Collectives** ([`crate::collective`]) run on context id + 1 of the communicator.
 
 use crate::{Datatype, Error, Op, Result};
 
@@ -550,7 +573,7 @@ impl Mpi {
     }
 
     /// MPI_Waitall: completes all; `statuses[i]` gets each status (with `error` set). If any
-    /// request failed, returns MPI_ERR_IN_STATUS (statuses[i].error says which). Errors:
+    /// request failed, returns MPI_ERR_IN_STATUS (`statuses[i].error` says which). Errors:
     /// MPI_ERR_REQUEST (unknown request, nothing is completed), MPI_ERR_ARG (fewer
     /// statuses than requests).
     pub fn waitall(&mut self, reqs: &[Request], statuses: &mut [Status]) -> Result<()> {
