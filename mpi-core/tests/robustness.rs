@@ -121,3 +121,27 @@ fn data_for_unknown_request_is_an_internal_error() {
 fn oversized_short_length_is_an_internal_error() {
     run_corrupt(Corrupt::Len);
 }
+
+#[test]
+fn lost_peer_is_mpi_err_other() {
+    let hs: Vec<_> = ThreadKvs::job(2)
+        .into_iter()
+        .map(|k| {
+            std::thread::spawn(move || {
+                let rank = k.rank();
+                let mut m = Mpi::init_with(Box::new(k), Default::default()).unwrap();
+                if rank == 0 {
+                    let mut b = [0u8; 4];
+                    let e = unsafe { m.recv(b.as_mut_ptr(), 4, Datatype::Byte, 1, 0, Comm::WORLD) }
+                        .unwrap_err();
+                    assert_eq!(e.class, ErrorClass::Other, "{e}");
+                    assert!(e.msg.contains("rank 1"), "{}", e.msg);
+                }
+                // Rank 1 "dies": its engine is dropped without MPI_Finalize.
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+}
