@@ -412,3 +412,41 @@ fn eager_vs_rendezvous_crossover() {
         });
     }
 }
+
+/// One CTRL slot per sender and eager limit 0 (every non-empty message is a rendezvous):
+/// both ranks exchange a burst at the same time, unexpected on both sides.
+#[test]
+fn single_slot_ring_and_zero_eager_limit() {
+    let s = mpi_core::settings::Settings {
+        eager_limit: 0,
+        ctrl_slots: 1,
+        heap_size: 1 << 20,
+        print: false,
+    };
+    run(3, s, |m| {
+        let me = m.rank();
+        let n = m.size();
+        const K: usize = 300;
+        let out: Vec<Vec<u8>> = (0..K)
+            .map(|i| pattern(i % 50, (me * 7 + i) as u8))
+            .collect();
+        let mut reqs = Vec::new();
+        for d in 0..n {
+            for v in &out {
+                reqs.push(
+                    unsafe { m.isend(v.as_ptr(), v.len() as i32, B, d as i32, 9, W) }.unwrap(),
+                );
+            }
+        }
+        for src in 0..n {
+            for i in 0..K {
+                let mut b = vec![0u8; 64];
+                let st = recv(m, &mut b, src as i32, 9).unwrap();
+                assert_eq!(st.count, i % 50);
+                assert!(b[..st.count] == pattern(i % 50, (src * 7 + i) as u8)[..]);
+            }
+        }
+        let mut st = vec![Status::default(); reqs.len()];
+        m.waitall(&reqs, &mut st).unwrap();
+    });
+}
