@@ -482,7 +482,7 @@ pub unsafe extern "C" fn MPI_Get_count(
             } else {
                 MPI_UNDEFINED
             }
-        } else if bytes % size != 0 || bytes / size > c_int::MAX as u64 {
+        } else if bytes.checked_rem(size) != Some(0) || bytes / size > c_int::MAX as u64 {
             MPI_UNDEFINED
         } else {
             (bytes / size) as c_int
