@@ -157,38 +157,34 @@ fn handle_error(name: &'static str, e: CallError) -> c_int {
 /// MPI_ERRORS_ARE_FATAL: prints the error and aborts the job (exit code 1, as MPICH).
 /// Must be called without holding the lock.
 pub fn fatal(name: &str, err: &Error) -> ! {
-    let text = format!("MPI error in {name}: {err}");
-    eprintln!("{text}");
-    abort_job(1, &text)
+    abort_job(1, &format!("MPI error in {name}: {err}"))
 }
 
-/// Aborts the job through the engine if there is one (it tells the launcher), else exits.
-/// Never returns; falls back to `exit(code)` if the engine is busy in another thread for
-/// more than a second or fails.
+/// Aborts the job through the engine if there is one (it prints `msg` with the rank and
+/// tells the launcher), else prints `msg` and exits. Never returns; falls back to
+/// `exit(code)` if the engine is busy in another thread for more than a second or fails.
 pub fn abort_job(code: c_int, msg: &str) -> ! {
     let deadline = Instant::now() + Duration::from_secs(1);
     loop {
-        match STATE.try_lock() {
-            Ok(mut g) => {
-                if let Phase::Running(Engine(mpi)) = &mut *g {
-                    let _ = catch_unwind(AssertUnwindSafe(|| mpi.abort(code, msg)));
-                }
-                break;
-            }
-            Err(std::sync::TryLockError::Poisoned(p)) => {
-                let mut g = p.into_inner();
-                if let Phase::Running(Engine(mpi)) = &mut *g {
-                    let _ = catch_unwind(AssertUnwindSafe(|| mpi.abort(code, msg)));
-                }
-                break;
-            }
+        let mut g = match STATE.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
             Err(std::sync::TryLockError::WouldBlock) => {
                 if Instant::now() > deadline {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(1));
+                continue;
             }
+        };
+        if let Phase::Running(Engine(mpi)) = &mut *g {
+            // Engine::abort prints the message and does not return unless it panicked.
+            let _ = catch_unwind(AssertUnwindSafe(|| mpi.abort(code, msg)));
         }
+        break;
+    }
+    if !msg.is_empty() {
+        eprintln!("{msg}");
     }
     std::process::exit(if code == 0 { 1 } else { code })
 }

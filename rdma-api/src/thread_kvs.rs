@@ -66,8 +66,7 @@ impl Bootstrap for ThreadKvs {
     }
     fn get(&mut self, key: &str) -> Result<String> {
         let s = self.shared.0.lock().unwrap();
-        s.kv
-            .get(key)
+        s.kv.get(key)
             .cloned()
             .ok_or_else(|| DeviceError::Bootstrap(format!("key {key} not found")))
     }

@@ -241,7 +241,13 @@ pub fn field<'a>(out: &'a str, key: &str) -> Option<&'a str> {
 pub fn release_bin(name: &str) -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .map(|p| if p.is_absolute() { p } else { repo_root().join(p) })
+        .map(|p| {
+            if p.is_absolute() {
+                p
+            } else {
+                repo_root().join(p)
+            }
+        })
         .unwrap_or_else(|| repo_root().join("target"));
     target.join("release").join(name)
 }

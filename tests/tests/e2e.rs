@@ -253,7 +253,11 @@ fn pingpong_under_hydra_and_as_singleton() {
     assert!(singleton.stdout.contains("1 ranks"), "{}", singleton.stdout);
     assert!(singleton.stdout.contains("65536"), "{}", singleton.stdout);
 
-    if Command::new("mpiexec.hydra").arg("--version").output().is_err() {
+    if Command::new("mpiexec.hydra")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
         eprintln!("NOTICE: mpiexec.hydra not installed (apt-get install mpich); skipped");
         return;
     }
