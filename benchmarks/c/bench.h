@@ -12,6 +12,8 @@
  *   -i N        at most N timed iterations per size (default 1000000)
  *   -I N        at least N timed iterations per size (default 2)
  *   -w N        window (in-flight messages) of the streaming tests (default 64)
+ *   -d          streaming tests: a distinct receive buffer per window slot (WINDOW * SIZE
+ *               bytes) instead of one buffer shared by all pending receives (osu_bw style)
  *
  * Output: lines starting with '#' are comments ('# calib SIZE US' is printed, flushed,
  * after the calibration of each size, so that a runner killing a slow run still learns the
@@ -34,6 +36,7 @@ struct bench_opts {
     long max_iters;
     long min_iters;
     int window;
+    int distinct;
     int nsizes;
     size_t sizes[BENCH_MAX_SIZES];
 };
@@ -52,7 +55,7 @@ static size_t bench_parse_size(const char *s)
 static void bench_usage(const char *prog, const char *what)
 {
     fprintf(stderr,
-            "usage: %s [-a] [-s SIZES | -m MIN -M MAX] [-t SECONDS] [-i MAXITERS] "
+            "usage: %s [-a] [-d] [-s SIZES | -m MIN -M MAX] [-t SECONDS] [-i MAXITERS] "
             "[-I MINITERS] [-w WINDOW]\n%s\n",
             prog, what);
 }
@@ -77,6 +80,10 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o, const char *
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "-a") == 0) {
             o->alloc_mem = 1;
+            continue;
+        }
+        if (strcmp(a, "-d") == 0) {
+            o->distinct = 1;
             continue;
         }
         if (!v || a[0] != '-' || strlen(a) != 2)

@@ -6,13 +6,15 @@
  * Data line per size:  SIZE BANDWIDTH_MBPS ITERATIONS
  *   BANDWIDTH_MBPS  2 * SIZE * WINDOW * ITERATIONS / elapsed (both directions summed),
  *                   MB/s (10^6 bytes per second)
- * Default sizes: 1 B ... 4 MiB (powers of two); window 64 (-w).
+ * Default sizes: 1 B ... 4 MiB (powers of two); window 64 (-w); -d: a distinct receive
+ * buffer per window slot (WINDOW * SIZE bytes).
  * Options: see bench.h.
  */
 #include "bench.h"
 
 struct ctx {
     int rank, window;
+    int distinct; /* -d: receive slot w at rbuf + w * SIZE; else all at rbuf */
     char *sbuf, *rbuf;
     MPI_Request *req;
 };
@@ -26,7 +28,8 @@ static double run(long iters, size_t size, void *p)
         int peer = 1 - c->rank;
         for (long i = 0; i < iters; i++) {
             for (int w = 0; w < c->window; w++)
-                MPI_Irecv(c->rbuf, (int)size, MPI_BYTE, peer, 4, MPI_COMM_WORLD, &c->req[w]);
+                MPI_Irecv(c->rbuf + (c->distinct ? (size_t)w * size : 0), (int)size,
+                          MPI_BYTE, peer, 4, MPI_COMM_WORLD, &c->req[w]);
             for (int w = 0; w < c->window; w++)
                 MPI_Isend(c->sbuf, (int)size, MPI_BYTE, peer, 4, MPI_COMM_WORLD,
                           &c->req[c->window + w]);
@@ -56,9 +59,11 @@ int main(int argc, char **argv)
     c.window = o.window;
     c.req = malloc(sizeof(MPI_Request) * 2 * (size_t)o.window);
     c.sbuf = bench_alloc(&o, max, 'a' + c.rank);
-    c.rbuf = bench_alloc(&o, max, 0);
+    c.distinct = o.distinct;
+    c.rbuf = bench_alloc(&o, o.distinct ? max * (size_t)o.window : max, 0);
     if (c.rank == 0)
-        printf("# bibw window %d\n# bibw size_bytes bandwidth_MBps iterations\n", o.window);
+        printf("# bibw window %d distinct %d\n# bibw size_bytes bandwidth_MBps iterations\n",
+               o.window, o.distinct);
     for (int k = 0; k < o.nsizes; k++) {
         size_t s = o.sizes[k];
         long n = bench_calibrate(&o, run, s, &c);

@@ -6,13 +6,15 @@
  * MPI_Waitall, then rank 1 returns a 4-byte acknowledgement.
  * Data line per size:  SIZE BANDWIDTH_MBPS ITERATIONS
  *   BANDWIDTH_MBPS  SIZE * WINDOW * ITERATIONS / elapsed, MB/s (10^6 bytes per second)
- * Default sizes: 1 B ... 4 MiB (powers of two); window 64 (-w).
+ * Default sizes: 1 B ... 4 MiB (powers of two); window 64 (-w); -d: a distinct receive
+ * buffer per window slot (WINDOW * SIZE bytes).
  * Options: see bench.h.
  */
 #include "bench.h"
 
 struct ctx {
     int rank, window;
+    int distinct; /* -d: receive slot w at rbuf + w * SIZE; else all at rbuf */
     char *sbuf, *rbuf;
     MPI_Request *req;
 };
@@ -31,7 +33,8 @@ static double run(long iters, size_t size, void *p)
             MPI_Recv(&ack, 1, MPI_INT, 1, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         } else if (c->rank == 1) {
             for (int w = 0; w < c->window; w++)
-                MPI_Irecv(c->rbuf, (int)size, MPI_BYTE, 0, 2, MPI_COMM_WORLD, &c->req[w]);
+                MPI_Irecv(c->rbuf + (c->distinct ? (size_t)w * size : 0), (int)size,
+                          MPI_BYTE, 0, 2, MPI_COMM_WORLD, &c->req[w]);
             MPI_Waitall(c->window, c->req, MPI_STATUSES_IGNORE);
             MPI_Send(&ack, 1, MPI_INT, 0, 3, MPI_COMM_WORLD);
         }
@@ -59,9 +62,11 @@ int main(int argc, char **argv)
     c.window = o.window;
     c.req = malloc(sizeof(MPI_Request) * (size_t)o.window);
     c.sbuf = bench_alloc(&o, max, 'a' + c.rank);
-    c.rbuf = bench_alloc(&o, max, 0);
+    c.distinct = o.distinct;
+    c.rbuf = bench_alloc(&o, o.distinct ? max * (size_t)o.window : max, 0);
     if (c.rank == 0)
-        printf("# bw window %d\n# bw size_bytes bandwidth_MBps iterations\n", o.window);
+        printf("# bw window %d distinct %d\n# bw size_bytes bandwidth_MBps iterations\n",
+               o.window, o.distinct);
     for (int k = 0; k < o.nsizes; k++) {
         size_t s = o.sizes[k];
         long n = bench_calibrate(&o, run, s, &c);
