@@ -1,16 +1,14 @@
-//! The client side: a rank talking PMI-1 to its process manager over the stream in `PMI_FD`.
+//! The client side: a rank talking PMI-1 to its process manager over the stream in `PMI_FD`,
+//! and [`Boot`], which chooses between PMI-1, PMI-2 ([`crate::Pmi2Client`]) and a
+//! [`Singleton`] from the environment.
 
+use crate::client2::{self, Pmi2Client, PmiVersion, Selection};
+use crate::conn::{err, Conn};
 use crate::wire::{self, Message};
-use rdma_api::{Bootstrap, DeviceError, Result};
+use rdma_api::{Bootstrap, Result};
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-
-fn err(msg: impl Into<String>) -> DeviceError {
-    DeviceError::Bootstrap(msg.into())
-}
 
 /// Limits announced by the server in its `cmd=maxes` reply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,14 +33,14 @@ impl Default for Maxes {
 
 /// A PMI-1 client: one rank's connection to the process manager (our `mpirun`, MPICH's
 /// Hydra, or Slurm's `srun --mpi=pmi2`, which all serve PMI-1 on `PMI_FD`).
+/// [`PmiClient::from_env`] always speaks PMI-1; [`Boot::from_env`] chooses the version.
 ///
 /// Requests are synchronous: each call sends one line and reads the reply. The client is
 /// connected and initialized (`init`, `get_maxes`, `get_my_kvsname`) by its constructors.
 /// Call [`PmiClient::finalize`] before the process exits normally; dropping the client only
 /// closes the connection (which a process manager may count as an abnormal end).
 pub struct PmiClient {
-    conn: File,
-    inbuf: Vec<u8>,
+    conn: Conn,
     rank: usize,
     size: usize,
     kvsname: String,
@@ -52,11 +50,52 @@ pub struct PmiClient {
 
 static FROM_ENV_TAKEN: AtomicBool = AtomicBool::new(false);
 
-fn env_usize(name: &str) -> Result<usize> {
+pub(crate) fn env_usize(name: &str) -> Result<usize> {
     let v = std::env::var(name).map_err(|_| err(format!("PMI_FD is set but {name} is not")))?;
     v.trim()
         .parse()
         .map_err(|_| err(format!("{name}={v:?} is not a number")))
+}
+
+/// The descriptor number in `PMI_FD`, `None` when unset.
+pub(crate) fn env_fd_number() -> Result<Option<RawFd>> {
+    let fd_str = match std::env::var("PMI_FD") {
+        Ok(s) => s,
+        Err(std::env::VarError::NotPresent) => return Ok(None),
+        Err(e) => return Err(err(format!("PMI_FD: {e}"))),
+    };
+    let fd: RawFd = fd_str
+        .trim()
+        .parse()
+        .map_err(|_| err(format!("PMI_FD={fd_str:?} is not a file descriptor number")))?;
+    if fd < 0 {
+        return Err(err(format!("PMI_FD={fd} is negative")));
+    }
+    Ok(Some(fd))
+}
+
+/// Takes ownership of the inherited PMI descriptor `fd` (once per process) and marks it
+/// close-on-exec.
+pub(crate) fn take_env_fd(fd: RawFd) -> Result<OwnedFd> {
+    // SAFETY: F_GETFD only inspects the descriptor table; an invalid fd gives EBADF.
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        return Err(err(format!(
+            "PMI_FD={fd} is not an open descriptor: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    if FROM_ENV_TAKEN.swap(true, Ordering::SeqCst) {
+        return Err(err(
+            "PMI client created from the environment twice (PMI_FD is already owned)",
+        ));
+    }
+    // SAFETY: the fd is open (checked above) and was handed to this process by its
+    // process manager for PMI only; the FROM_ENV_TAKEN flag guarantees that only one
+    // owner is ever created from it in this process.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: F_SETFD on a descriptor we own; ranks' own children must not inherit it.
+    unsafe { libc::fcntl(owned.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
+    Ok(owned)
 }
 
 impl PmiClient {
@@ -67,38 +106,12 @@ impl PmiClient {
     /// The descriptor is taken over (closed with the client) and marked close-on-exec, so
     /// this may succeed only once per process; a second call returns an error.
     pub fn from_env() -> Result<Option<PmiClient>> {
-        let fd_str = match std::env::var("PMI_FD") {
-            Ok(s) => s,
-            Err(std::env::VarError::NotPresent) => return Ok(None),
-            Err(e) => return Err(err(format!("PMI_FD: {e}"))),
+        let Some(fd) = env_fd_number()? else {
+            return Ok(None);
         };
-        let fd: RawFd = fd_str
-            .trim()
-            .parse()
-            .map_err(|_| err(format!("PMI_FD={fd_str:?} is not a file descriptor number")))?;
         let rank = env_usize("PMI_RANK")?;
         let size = env_usize("PMI_SIZE")?;
-        if fd < 0 {
-            return Err(err(format!("PMI_FD={fd} is negative")));
-        }
-        // SAFETY: F_GETFD only inspects the descriptor table; an invalid fd gives EBADF.
-        if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
-            return Err(err(format!(
-                "PMI_FD={fd} is not an open descriptor: {}",
-                std::io::Error::last_os_error()
-            )));
-        }
-        if FROM_ENV_TAKEN.swap(true, Ordering::SeqCst) {
-            return Err(err(
-                "PmiClient::from_env called twice (PMI_FD is already owned)",
-            ));
-        }
-        // SAFETY: the fd is open (checked above) and was handed to this process by its
-        // process manager for PMI only; the FROM_ENV_TAKEN flag guarantees that only one
-        // owner is ever created from it in this process.
-        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: F_SETFD on a descriptor we own; ranks' own children must not inherit it.
-        unsafe { libc::fcntl(owned.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
+        let owned = take_env_fd(fd)?;
         PmiClient::connect(owned, rank, size).map(Some)
     }
 
@@ -109,24 +122,25 @@ impl PmiClient {
         if rank >= size {
             return Err(err(format!("rank {rank} out of range for size {size}")));
         }
+        let mut conn = Conn::new(fd);
+        client2::handshake(&mut conn, PmiVersion::One, true)?;
+        PmiClient::after_init(conn, rank, size)
+    }
+
+    /// Continues on a connection whose PMI-1 `init` was answered: `get_maxes`,
+    /// `get_my_kvsname`.
+    pub(crate) fn after_init(conn: Conn, rank: usize, size: usize) -> Result<PmiClient> {
+        if rank >= size {
+            return Err(err(format!("rank {rank} out of range for size {size}")));
+        }
         let mut c = PmiClient {
-            conn: File::from(fd),
-            inbuf: Vec::with_capacity(256),
+            conn,
             rank,
             size,
             kvsname: String::new(),
             maxes: Maxes::default(),
             finalized: false,
         };
-        let r = c.request(
-            &Message::new("init")
-                .with("pmi_version", 1)
-                .with("pmi_subversion", 1),
-            "response_to_init",
-        )?;
-        if r.rc() != 0 {
-            return Err(err(format!("PMI init refused: {r}")));
-        }
         let r = c.request(&Message::new("get_maxes"), "maxes")?;
         let d = Maxes::default();
         let num =
@@ -196,29 +210,12 @@ impl PmiClient {
         if self.finalized {
             return Err(err("PMI already finalized"));
         }
-        self.conn
-            .write_all(m.to_line().as_bytes())
-            .map_err(|e| err(format!("PMI write failed: {e}")))
+        self.conn.write_all(m.to_line().as_bytes())
     }
 
     /// Reads one reply line.
     fn recv(&mut self) -> Result<Message> {
-        loop {
-            if let Some(pos) = self.inbuf.iter().position(|&b| b == b'\n') {
-                let line: Vec<u8> = self.inbuf.drain(..=pos).collect();
-                if line.iter().all(|b| b.is_ascii_whitespace()) {
-                    continue;
-                }
-                return wire::parse_bytes(&line).map_err(|e| err(e.to_string()));
-            }
-            let mut chunk = [0u8; 4096];
-            match self.conn.read(&mut chunk) {
-                Ok(0) => return Err(err("process manager closed the PMI connection")),
-                Ok(n) => self.inbuf.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(err(format!("PMI read failed: {e}"))),
-            }
-        }
+        self.conn.read_line()
     }
 
     /// Sends `m` and reads the reply, which must be command `expect`.
@@ -331,23 +328,71 @@ impl Bootstrap for Singleton {
 }
 
 /// The bootstrap store of a rank, chosen from the environment by [`Boot::from_env`]:
-/// PMI-1 when started by a process manager (`PMI_FD` set), else a [`Singleton`].
+/// PMI-1 or PMI-2 when started by a process manager (`PMI_FD` set), else a [`Singleton`].
 /// Implements [`Bootstrap`] by delegation; use this rather than a `Box<dyn Bootstrap>` to
 /// keep access to [`Boot::finalize`] and [`Boot::abort`].
+///
+/// See the crate documentation for the rule that picks the PMI version.
 pub enum Boot {
-    /// Started by a process manager.
+    /// Started by a process manager speaking PMI-1.
     Pmi(PmiClient),
+    /// Started by a process manager speaking PMI-2 (e.g. `srun --mpi=pmi2`).
+    Pmi2(Pmi2Client),
     /// Started alone.
     Singleton(Singleton),
 }
 
 impl Boot {
-    /// [`PmiClient::from_env`], falling back to a [`Singleton`] when `PMI_FD` is unset.
+    /// Connects as the environment says: a [`Singleton`] when `PMI_FD` is unset; else
+    /// `PMI_RANK` and `PMI_SIZE` must be set, the version is chosen by
+    /// [`Selection::from_env`] (`MPI_PMI`, `SLURM_MPI_TYPE`, `PMI2_SUN_PATH`) and
+    /// negotiated by [`Boot::connect`]; `PMI_JOBID` is passed to PMI-2's
+    /// `fullinit` when set.
     pub fn from_env() -> Result<Boot> {
-        Ok(match PmiClient::from_env()? {
-            Some(c) => Boot::Pmi(c),
-            None => Boot::Singleton(Singleton::new()),
-        })
+        let Some(fd) = env_fd_number()? else {
+            return Ok(Boot::Singleton(Singleton::new()));
+        };
+        let sel = Selection::from_env()?;
+        let rank = env_usize("PMI_RANK")?;
+        let size = env_usize("PMI_SIZE")?;
+        let jobid = std::env::var("PMI_JOBID").ok();
+        let owned = take_env_fd(fd)?;
+        Boot::connect(owned, sel, rank, size, jobid.as_deref())
+    }
+
+    /// Connects over an already-connected stream: sends the PMI-1 `init` line for
+    /// `sel.version`; if the server answers with the other version and `sel.strict` is
+    /// false, continues in the version the server named (both Slurm and our `mpirun` treat
+    /// the connection as initialized in that version). Then PMI-1 (`get_maxes`,
+    /// `get_my_kvsname`) or PMI-2 (`fullinit`, `job-getid`) initialization.
+    /// `rank`/`size` come from the environment; PMI-2 takes them from `fullinit-response`
+    /// instead. `jobid` is PMI-2's `pmijobid` (Slurm: `PMI_JOBID`).
+    pub fn connect(
+        fd: OwnedFd,
+        sel: Selection,
+        rank: usize,
+        size: usize,
+        jobid: Option<&str>,
+    ) -> Result<Boot> {
+        if rank >= size {
+            return Err(err(format!("rank {rank} out of range for size {size}")));
+        }
+        let mut conn = Conn::new(fd);
+        Ok(
+            match client2::handshake(&mut conn, sel.version, sel.strict)? {
+                PmiVersion::One => Boot::Pmi(PmiClient::after_init(conn, rank, size)?),
+                PmiVersion::Two => Boot::Pmi2(Pmi2Client::after_init(conn, rank, jobid)?),
+            },
+        )
+    }
+
+    /// The PMI version in use (`None` for a singleton).
+    pub fn version(&self) -> Option<PmiVersion> {
+        match self {
+            Boot::Pmi(_) => Some(PmiVersion::One),
+            Boot::Pmi2(_) => Some(PmiVersion::Two),
+            Boot::Singleton(_) => None,
+        }
     }
 
     /// True when started without a process manager.
@@ -355,18 +400,21 @@ impl Boot {
         matches!(self, Boot::Singleton(_))
     }
 
-    /// [`PmiClient::finalize`]; nothing for a singleton.
+    /// [`PmiClient::finalize`] / [`Pmi2Client::finalize`]; nothing for a singleton.
     pub fn finalize(&mut self) -> Result<()> {
         match self {
             Boot::Pmi(c) => c.finalize(),
+            Boot::Pmi2(c) => c.finalize(),
             Boot::Singleton(_) => Ok(()),
         }
     }
 
-    /// [`PmiClient::abort`]; a singleton only prints `msg`. The caller exits afterwards.
+    /// [`PmiClient::abort`] / [`Pmi2Client::abort`]; a singleton only prints `msg`. The
+    /// caller exits with `code` afterwards.
     pub fn abort(&mut self, code: i32, msg: &str) -> Result<()> {
         match self {
             Boot::Pmi(c) => c.abort(code, msg),
+            Boot::Pmi2(c) => c.abort(code, msg),
             Boot::Singleton(_) => {
                 if !msg.is_empty() {
                     eprintln!("abort({code}): {msg}");
@@ -379,6 +427,7 @@ impl Boot {
     fn inner(&self) -> &dyn Bootstrap {
         match self {
             Boot::Pmi(c) => c,
+            Boot::Pmi2(c) => c,
             Boot::Singleton(s) => s,
         }
     }
@@ -386,6 +435,7 @@ impl Boot {
     fn inner_mut(&mut self) -> &mut dyn Bootstrap {
         match self {
             Boot::Pmi(c) => c,
+            Boot::Pmi2(c) => c,
             Boot::Singleton(s) => s,
         }
     }

@@ -39,6 +39,11 @@ impl Message {
         }
     }
 
+    /// A message made of exactly these fields, in this order.
+    pub fn from_fields(fields: Vec<(String, String)>) -> Message {
+        Message { fields }
+    }
+
     /// Appends the field `key=value` (builder style).
     pub fn with(mut self, key: &str, value: impl fmt::Display) -> Message {
         self.push(key, value);

@@ -1,8 +1,10 @@
-//! `pmi-hello`: a tiny PMI-1 client to check a process manager (our `mpirun`, Hydra, srun).
+//! `pmi-hello`: a tiny PMI client to check a process manager (our `mpirun`, Hydra, srun);
+//! the PMI version is chosen by [`Boot::from_env`] (`MPI_PMI=1|2` forces one).
 //!
 //! Every rank puts `hello_<rank>=v<rank>_<pid>`, enters the barrier, reads every rank's
 //! key, enters a second barrier and prints one line
-//! `pmi-hello rank R of N kvsname K appnum A got v0_…,v1_…,…` then finalizes.
+//! `pmi-hello rank R of N kvsname K appnum A got v0,v1,… pmi V` (V: the PMI version, 0 for
+//! a singleton) then finalizes.
 //! With the argument `abort CODE` rank `size-1` calls PMI abort with that code after the
 //! first barrier (the other ranks then wait in the second barrier until they are killed).
 //! Started without a process manager it runs as a singleton.
@@ -33,6 +35,7 @@ fn run(boot: &mut Boot, abort_code: Option<i32>) -> rdma_api::Result<()> {
     let (rank, size) = (boot.rank(), boot.size());
     let (kvsname, appnum) = match boot {
         Boot::Pmi(c) => (c.kvsname().to_string(), c.appnum()?),
+        Boot::Pmi2(c) => (c.jobid().to_string(), c.appnum()),
         Boot::Singleton(_) => ("singleton".to_string(), 0),
     };
     boot.put(
@@ -53,8 +56,13 @@ fn run(boot: &mut Boot, abort_code: Option<i32>) -> rdma_api::Result<()> {
         got.push(v.split('_').next().unwrap_or("").to_string());
     }
     boot.barrier()?;
+    let version = match boot.version() {
+        Some(pmi::PmiVersion::One) => 1,
+        Some(pmi::PmiVersion::Two) => 2,
+        None => 0,
+    };
     println!(
-        "pmi-hello rank {rank} of {size} kvsname {kvsname} appnum {appnum} got {}",
+        "pmi-hello rank {rank} of {size} kvsname {kvsname} appnum {appnum} got {} pmi {version}",
         got.join(",")
     );
     boot.finalize()
