@@ -311,7 +311,7 @@ impl ShmDevice {
         }
         self.receive(events, keep)?;
         self.polls = self.polls.wrapping_add(1);
-        if self.check_due || self.polls % CHECK_EVERY == 0 {
+        if self.check_due || self.polls.is_multiple_of(CHECK_EVERY) {
             self.check_peers(events, keep)?;
         }
         Ok(())

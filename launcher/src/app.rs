@@ -2,7 +2,9 @@
 //!
 //! It starts N ranks of `prog` on this host, each in the job's own process group and with
 //! `PR_SET_PDEATHSIG(SIGKILL)`, gives each one end of a socketpair in `PMI_FD` (plus
-//! `PMI_RANK`, `PMI_SIZE`, `MPI_LOCAL_RANK`, `MPI_LOCAL_SIZE`), serves PMI-1 on the other
+//! `PMI_RANK`, `PMI_SIZE`, `MPI_LOCAL_RANK`, `MPI_LOCAL_SIZE`, and `MPI_JOBID`, which names
+//! the ranks' shared-memory segments; leftovers are removed from /dev/shm when the job ends,
+//! see `ShmCleanup`), serves PMI-1 on the other
 //! ends, forwards the ranks' stdout/stderr line by line, and propagates failures, signals
 //! and exit statuses. Everything runs in one thread blocked in `poll(2)`: the PMI server,
 //! the output pipes and a signalfd (SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2).
@@ -598,6 +600,7 @@ fn spawn_rank(
     child_end: &OwnedFd,
     pgid: i32,
     parent: i32,
+    jobid: &str,
 ) -> io::Result<std::process::Child> {
     let n = o.np;
     let fd = child_end.as_raw_fd();
@@ -612,6 +615,7 @@ fn spawn_rank(
         .env("PMI_SIZE", n.to_string())
         .env("MPI_LOCAL_RANK", rank.to_string())
         .env("MPI_LOCAL_SIZE", n.to_string())
+        .env("MPI_JOBID", jobid)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(pgid);
@@ -657,13 +661,14 @@ fn run(name: &str, o: Opts) -> io::Result<i32> {
     let n = o.np;
     // SAFETY: getpid has no preconditions.
     let parent = unsafe { libc::getpid() };
+    let shm = ShmCleanup::new(parent);
     let mut server_ends = Vec::with_capacity(n);
     let mut ranks: Vec<Rank> = Vec::with_capacity(n);
     let mut pgid = 0;
     let mut spawn_error = None;
     for rank in 0..n {
         let (server_end, child_end) = socketpair()?;
-        match spawn_rank(&o, rank, &child_end, pgid, parent) {
+        match spawn_rank(&o, rank, &child_end, pgid, parent, &shm.jobid) {
             Ok(mut child) => {
                 let pid = child.id() as i32;
                 if pgid == 0 {
@@ -819,7 +824,45 @@ fn run(name: &str, o: Opts) -> io::Result<i32> {
         // Leave nothing behind: descendants of the ranks still in the job's group.
         job.signal_all(libc::SIGKILL);
     }
+    drop(shm);
     Ok(job.signalled.or(job.failure).unwrap_or(0))
+}
+
+/// The job id passed to the ranks as `MPI_JOBID` (`<mpirun pid>-<random>`); the ranks' shared
+/// memory segments are named `/dev/shm/mpirs-<MPI_JOBID>-<rank>` (device-shm). The ranks
+/// unlink them as soon as all local peers have attached; whatever is left when the job ends
+/// (a rank killed during start-up) is removed on drop, however `run` ends.
+struct ShmCleanup {
+    jobid: String,
+}
+
+impl ShmCleanup {
+    fn new(pid: i32) -> ShmCleanup {
+        let mut r = [0u8; 4];
+        // SAFETY: getrandom writes at most 4 bytes into `r`; failure leaves zeros and the
+        // job id is still unique per running mpirun (its pid).
+        unsafe { libc::getrandom(r.as_mut_ptr() as *mut libc::c_void, 4, 0) };
+        ShmCleanup {
+            jobid: format!("{pid}-{:08x}", u32::from_le_bytes(r)),
+        }
+    }
+}
+
+impl Drop for ShmCleanup {
+    fn drop(&mut self) {
+        let prefix = format!("mpirs-{}-", self.jobid);
+        if let Ok(dir) = std::fs::read_dir("/dev/shm") {
+            for e in dir.flatten() {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                if name.strip_prefix(&prefix).is_some_and(|rank| {
+                    !rank.is_empty() && rank.bytes().all(|b| b.is_ascii_digit())
+                }) {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+    }
 }
 
 /// After the last rank exited: forwards what is left in the pipes without waiting for

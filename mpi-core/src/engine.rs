@@ -5,8 +5,10 @@
 //! binding; the safe Rust API in [`crate::api`] wraps these.
 //!
 //! ## Design as built
-//! * **Heap** ([`crate::heap`]): one anonymous mapping per rank, registered as the device's
-//!   heap: `[credit words in][credit words out][CTRL rings: n × slots × slot_size]
+//! * **Devices** ([`crate::select`], `MPI_DEVICE`): shared memory (device-shm) for ranks
+//!   on the same host, TCP for the others; with shared memory the heap is this rank's
+//!   shared-memory segment, which the local peers map.
+//! * **Heap** ([`crate::heap`]): one mapping per rank, registered as the device's heap: `[credit words in][credit words out][CTRL rings: n × slots × slot_size]
 //!   [staging: n × slots × slot_size][MPI_Alloc_mem arena]`, identical on every rank, so
 //!   the remote offset of "my ring at rank d, slot k" is computed locally. The heap grows
 //!   beyond `MPI_HEAP_SIZE` when the rings need it (keeping a 16 MiB arena).
@@ -244,15 +246,23 @@ impl Mpi {
     pub fn init(required: ThreadLevel) -> Result<(Mpi, ThreadLevel)> {
         let boot = pmi::Boot::from_env()?;
         let settings = settings_from_env();
-        let mpi = Mpi::build(BootHolder::Env(boot), settings, &tcp_device)?;
+        let mpi = Mpi::build(BootHolder::Env(boot), settings, None, None)?;
         Ok((mpi, required.min(ThreadLevel::Serialized)))
     }
 
-    /// Creates an engine from a given bootstrap store and settings, over the TCP device
-    /// (e.g. ranks as threads of one process with `rdma_api::thread_kvs::ThreadKvs::job`).
-    /// Collective over the ranks of `boot`. Errors as [`Mpi::init`].
+    /// Creates an engine from a given bootstrap store and settings, over the device(s)
+    /// `settings.device` selects (e.g. ranks as threads of one process with
+    /// `rdma_api::thread_kvs::ThreadKvs::job`). Collective over the ranks of `boot`. Errors
+    /// as [`Mpi::init`].
     pub fn init_with(boot: Box<dyn Bootstrap>, settings: Settings) -> Result<Mpi> {
-        Mpi::build(BootHolder::Custom(boot), settings, &tcp_device)
+        Mpi::build(BootHolder::Custom(boot), settings, None, None)
+    }
+
+    /// As [`Mpi::init_with`], with this rank's hostname replaced by `host` for the device
+    /// selection (tests simulate ranks on several hosts with it).
+    #[doc(hidden)]
+    pub fn init_with_host(boot: Box<dyn Bootstrap>, settings: Settings, host: &str) -> Result<Mpi> {
+        Mpi::build(BootHolder::Custom(boot), settings, None, Some(host))
     }
 
     /// Like [`Mpi::init_with`] with a caller-chosen device constructor `make(boot, heap
@@ -262,10 +272,15 @@ impl Mpi {
         settings: Settings,
         make: &DeviceFactory,
     ) -> Result<Mpi> {
-        Mpi::build(BootHolder::Custom(boot), settings, make)
+        Mpi::build(BootHolder::Custom(boot), settings, Some(make), None)
     }
 
-    fn build(mut boot: BootHolder, settings: Settings, make: &DeviceFactory) -> Result<Mpi> {
+    fn build(
+        mut boot: BootHolder,
+        settings: Settings,
+        make: Option<&DeviceFactory>,
+        host: Option<&str>,
+    ) -> Result<Mpi> {
         let b = boot.as_dyn();
         let (rank, size) = (b.rank(), b.size());
         let lay = HeapLayout::new(
@@ -274,8 +289,14 @@ impl Mpi {
             settings.eager_limit,
             settings.heap_size,
         )?;
-        let heap = Heap::new(lay)?;
-        let dev = make(boot.as_dyn(), heap.base(), heap.len())?;
+        let (heap, dev) = match make {
+            Some(make) => {
+                let heap = Heap::new(lay)?;
+                let dev = make(boot.as_dyn(), heap.base(), heap.len())?;
+                (heap, dev)
+            }
+            None => crate::select::build(boot.as_dyn(), &settings, lay, host)?,
+        };
         if dev.rank() != rank || dev.size() != size {
             return Err(Error::new(
                 ErrorClass::Intern,
@@ -785,13 +806,6 @@ pub(crate) fn proc_null_status() -> Status {
         count: 0,
         cancelled: false,
     }
-}
-
-fn tcp_device(boot: &mut dyn Bootstrap, base: *mut u8, len: usize) -> Result<Box<dyn Device>> {
-    // SAFETY: the heap mapping outlives the device (the device field of `Mpi` is dropped
-    // before the heap field).
-    let d = unsafe { device_tcp::TcpDevice::new(boot, base, len) }?;
-    Ok(Box::new(d))
 }
 
 use crate::heap::{Heap, HeapLayout};

@@ -1,6 +1,13 @@
-//! The per-rank heap: one contiguous anonymous mapping, registered with the device, that
-//! holds the protocol areas and the MPI_Alloc_mem arena (see `DESIGN.md`, "The contiguous
-//! heap").
+//! The per-rank heap: one contiguous mapping, registered with the device, that holds the
+//! protocol areas and the MPI_Alloc_mem arena (see `DESIGN.md`, "The contiguous heap").
+//!
+//! ## Where the memory comes from
+//! * With shared memory (`MPI_DEVICE=auto` or `shm`, see `crate::select`) the heap is the
+//!   heap area of this rank's `device_shm::Segment`, a POSIX shared-memory object that every
+//!   rank of the host maps: a peer's remote write into our heap is its `memcpy`. The heap
+//!   holds an `Arc` of the segment ([`Heap::in_segment`]); so does the device.
+//! * Otherwise (`MPI_DEVICE=tcp`, or a caller-given device) an anonymous private mapping
+//!   ([`Heap::new`]).
 //!
 //! ## Layout (byte offsets from the heap base; every rank computes every rank's layout from
 //! (number of ranks, slots, slot size), so remote offsets need no exchange)
@@ -107,6 +114,8 @@ impl HeapLayout {
 /// The mapped heap plus the MPI_Alloc_mem allocator.
 pub struct Heap {
     base: *mut u8,
+    /// The shared-memory segment holding the heap (None: our own anonymous mapping).
+    segment: Option<std::sync::Arc<device_shm::Segment>>,
     /// The layout of this (and every) rank's heap.
     pub layout: HeapLayout,
     arena: linked_list_allocator::Heap,
@@ -119,6 +128,43 @@ impl Heap {
     /// the TCP device does not need pinned memory, verbs registration pins by itself) and
     /// sets up the arena. Errors: MPI_ERR_NO_MEM when the mapping fails.
     pub fn new(layout: HeapLayout) -> Result<Heap> {
+        Heap::map_anonymous(layout)
+    }
+
+    /// The heap in the heap area of a shared-memory segment (at least `layout.total` bytes;
+    /// freshly created, so zeroed). Errors: MPI_ERR_NO_MEM if the area is too small.
+    pub fn in_segment(
+        layout: HeapLayout,
+        seg: std::sync::Arc<device_shm::Segment>,
+    ) -> Result<Heap> {
+        let (base, len) = seg.heap();
+        if len < layout.total {
+            return Err(Error::new(
+                ErrorClass::NoMem,
+                format!("shared heap of {len} bytes, {} needed", layout.total),
+            ));
+        }
+        // SAFETY: the range lies in the segment's mapping, which `seg` (held by the heap)
+        // keeps alive; mlock only changes paging behaviour (failure is ignored).
+        unsafe {
+            if libc::mlock(base as *const libc::c_void, layout.total) != 0 {
+                let _ = libc::mlock(base as *const libc::c_void, layout.arena);
+            }
+        }
+        // SAFETY: the arena range lies inside the mapping, which lives as long as `Heap`.
+        let arena = unsafe {
+            linked_list_allocator::Heap::new(base.add(layout.arena), layout.total - layout.arena)
+        };
+        Ok(Heap {
+            base,
+            segment: Some(seg),
+            layout,
+            arena,
+            blocks: HashMap::new(),
+        })
+    }
+
+    fn map_anonymous(layout: HeapLayout) -> Result<Heap> {
         // SAFETY: anonymous private mapping of a fresh range; no existing memory is touched.
         let p = unsafe {
             libc::mmap(
@@ -154,6 +200,7 @@ impl Heap {
         };
         Ok(Heap {
             base,
+            segment: None,
             layout,
             arena,
             blocks: HashMap::new(),
@@ -268,10 +315,12 @@ impl Drop for Heap {
                 unsafe { std::alloc::dealloc(p as *mut u8, lay) };
             }
         }
-        // SAFETY: the mapping was created in `new` with this length; the device that
-        // registered it is dropped before the heap (field order in `Mpi`).
-        unsafe {
-            libc::munmap(self.base as *mut libc::c_void, self.layout.total);
+        if self.segment.is_none() {
+            // SAFETY: the mapping was created in `new` with this length; the device that
+            // registered it is dropped before the heap (field order in `Mpi`).
+            unsafe {
+                libc::munmap(self.base as *mut libc::c_void, self.layout.total);
+            }
         }
     }
 }

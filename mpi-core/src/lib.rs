@@ -74,3 +74,4 @@ pub mod matching;
 pub mod progress;
 pub mod protocol;
 pub mod request;
+pub mod select;

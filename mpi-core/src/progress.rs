@@ -389,7 +389,7 @@ impl Mpi {
             len: n as u64,
             sreq,
             rreq: id,
-            key: key.0,
+            key: self.dev.key_for_peer(key, peer).0,
             offset: off as u64,
         };
         self.send_ctrl(peer, &h, &[])

@@ -5,6 +5,7 @@
 //! | `MPI_EAGER_LIMIT` | largest message (bytes) sent SHORT (eager); larger ones use REQ/RSP/DATA | 16384 (to be set by measurement) | 0 ..= 64M |
 //! | `MPI_CTRL_SLOTS` | CTRL slots per sender in each receiver's ring (= credits) | 32 | 1 ..= 65536 |
 //! | `MPI_HEAP_SIZE` | bytes of the per-rank heap (CTRL rings + MPI_Alloc_mem) | 64 MiB | 1M ..= 1T |
+//! | `MPI_DEVICE` | device per peer: `auto` = shared memory (device-shm) for ranks on the same host, TCP for the others; `shm` = shared memory only (init fails if a rank is on another host); `tcp` = TCP for every peer | auto | auto, shm, tcp |
 //! | `MPI_PRINT_SETTINGS` | `1`: rank 0 prints the effective settings at start-up | 0 | 0/1, yes/no, true/false, on/off |
 //!
 //! Sizes are decimal bytes with an optional binary suffix `K`, `M`, `G` or `T` (×1024ⁿ,
@@ -26,6 +27,28 @@ const MAX_CTRL_SLOTS: usize = 65536;
 const MIN_HEAP_SIZE: usize = 1 << 20;
 const MAX_HEAP_SIZE: usize = 1 << 40;
 
+/// Which device reaches which peer (`MPI_DEVICE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum DeviceChoice {
+    /// Shared memory for ranks on the same host, TCP for the others.
+    #[default]
+    Auto,
+    /// Shared memory only: every rank must be on this host.
+    Shm,
+    /// TCP for every peer (also on the same host).
+    Tcp,
+}
+
+impl fmt::Display for DeviceChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DeviceChoice::Auto => "auto",
+            DeviceChoice::Shm => "shm",
+            DeviceChoice::Tcp => "tcp",
+        })
+    }
+}
+
 /// The effective settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Settings {
@@ -37,6 +60,8 @@ pub struct Settings {
     pub heap_size: usize,
     /// Print the settings at start-up.
     pub print: bool,
+    /// Device selection.
+    pub device: DeviceChoice,
 }
 
 impl Default for Settings {
@@ -47,6 +72,7 @@ impl Default for Settings {
             ctrl_slots: DEFAULT_CTRL_SLOTS,
             heap_size: DEFAULT_HEAP_SIZE,
             print: false,
+            device: DeviceChoice::Auto,
         }
     }
 }
@@ -103,6 +129,16 @@ impl Settings {
             MIN_HEAP_SIZE,
             MAX_HEAP_SIZE,
         );
+        if let Some(raw) = get("MPI_DEVICE") {
+            match raw.trim().to_ascii_lowercase().as_str() {
+                "auto" | "" => s.device = DeviceChoice::Auto,
+                "shm" => s.device = DeviceChoice::Shm,
+                "tcp" => s.device = DeviceChoice::Tcp,
+                _ => warnings.push(format!(
+                    "MPI_DEVICE={raw:?} is not one of auto, shm, tcp; using the default auto"
+                )),
+            }
+        }
         if let Some(raw) = get("MPI_PRINT_SETTINGS") {
             match parse_bool(&raw) {
                 Some(b) => s.print = b,
@@ -133,6 +169,7 @@ impl fmt::Display for Settings {
             self.heap_size,
             human(self.heap_size)
         )?;
+        writeln!(f, "  MPI_DEVICE         = {}", self.device)?;
         writeln!(f, "  MPI_PRINT_SETTINGS = {}", self.print as u8)
     }
 }
@@ -216,7 +253,8 @@ mod tests {
                 eager_limit: 8192,
                 ctrl_slots: 64,
                 heap_size: 1 << 30,
-                print: true
+                print: true,
+                device: DeviceChoice::Auto,
             }
         );
         let (s, _) = parse(&[("MPI_EAGER_LIMIT", "0"), ("MPI_PRINT_SETTINGS", "off")]);
@@ -236,6 +274,7 @@ mod tests {
             ("MPI_HEAP_SIZE", "99999999999999999999"),
             ("MPI_HEAP_SIZE", "64X"),
             ("MPI_PRINT_SETTINGS", "maybe"),
+            ("MPI_DEVICE", "ib"),
         ];
         for (var, val) in cases {
             let (s, w) = parse(&[(var, val)]);
@@ -278,6 +317,7 @@ mod tests {
             "MPI_EAGER_LIMIT",
             "MPI_CTRL_SLOTS",
             "MPI_HEAP_SIZE",
+            "MPI_DEVICE",
             "MPI_PRINT_SETTINGS",
         ] {
             assert!(text.contains(var), "{text}");

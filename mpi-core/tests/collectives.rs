@@ -208,7 +208,7 @@ fn allreduce_all_ops_in_place_and_bit_identical() {
             res2.lock().unwrap().push(bits);
         });
         let r = results.lock().unwrap();
-        assert_eq!(r.len(), n);
+        assert_eq!(r.len(), 2 * n, "one job per device (shm, tcp)");
         assert!(
             r.iter().all(|b| *b == r[0]),
             "allreduce differs between ranks (n={n})"

@@ -422,6 +422,7 @@ fn single_slot_ring_and_zero_eager_limit() {
         ctrl_slots: 1,
         heap_size: 1 << 20,
         print: false,
+        device: Default::default(),
     };
     run(3, s, |m| {
         let me = m.rank();

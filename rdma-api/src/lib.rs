@@ -177,6 +177,14 @@ pub trait Device: Send {
     /// The key of `peer`'s heap (the region given to the constructor), valid from start-up.
     fn heap_key(&self, peer: usize) -> RegionKey;
 
+    /// The key under which `peer` must address our region `key` (what to send it, e.g. in
+    /// an RSP). The identity for a device with one key space; a device that routes peers to
+    /// different transports (shared memory on the host, a network otherwise) answers with
+    /// the key of the transport that reaches `peer`.
+    fn key_for_peer(&self, key: RegionKey, _peer: usize) -> RegionKey {
+        key
+    }
+
     /// Starts a remote write (RDMA_SEND). Returns once the write is queued; completion is
     /// reported by events. Errors: [`DeviceError::InvalidArgument`] for a bad peer, a local
     /// range outside its region, or an inline write larger than [`Caps::max_inline`];
