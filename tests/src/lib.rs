@@ -119,10 +119,14 @@ pub struct Job {
 }
 
 impl Job {
-    /// `mpirun -n <n> <prog> <args>`.
+    /// `mpirun -n <n> <prog> <args>`; with `MPI_DEVICE` = `$MPI_TEST_DEVICE` if that is set
+    /// (to run a whole suite on one device), else the library's default (auto).
     pub fn mpirun(n: usize, prog: &Path, args: &[&str]) -> Job {
         let mut cmd = Command::new(mpirun());
         cmd.arg("-n").arg(n.to_string()).arg(prog).args(args);
+        if let Ok(d) = std::env::var("MPI_TEST_DEVICE") {
+            cmd.env("MPI_DEVICE", d);
+        }
         Job::new(cmd)
     }
 
@@ -250,4 +254,32 @@ pub fn release_bin(name: &str) -> PathBuf {
         })
         .unwrap_or_else(|| repo_root().join("target"));
     target.join("release").join(name)
+}
+
+/// The values of `MPI_DEVICE` the protocol tests loop over.
+pub const DEVICES: [&str; 3] = ["shm", "tcp", "auto"];
+
+/// Names in /dev/shm of the shared-memory segments of the job with id `jobid`
+/// (`mpirs-<MPI_JOBID>-<rank>`).
+pub fn leftover_segments(jobid: &str) -> Vec<String> {
+    let prefix = format!("mpirs-{jobid}-");
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `MPI_JOBID` from the environment of process `pid` (a rank started by our mpirun).
+pub fn jobid_of(pid: i32) -> Option<String> {
+    let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    env.split(|&b| b == 0).find_map(|kv| {
+        std::str::from_utf8(kv)
+            .ok()?
+            .strip_prefix("MPI_JOBID=")
+            .map(str::to_string)
+    })
 }

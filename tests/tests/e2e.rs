@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
-use tests::{alive, compile, field, scratch, Job};
+use tests::{alive, compile, field, jobid_of, leftover_segments, mpirun, scratch, Job, DEVICES};
 
 /// Eager limits the protocol tests run with: a small one (many messages take the REQ/RSP
 /// path) and the default.
@@ -46,26 +46,41 @@ fn jacobi_same_result_on_1_to_4_ranks() {
 #[test]
 fn every_size_class_arrives_intact() {
     let prog = build("tests/c/sizes.c", "sizes");
-    for e in EAGER_LIMITS {
-        let out = Job::mpirun(2, &prog, &[]).env("MPI_EAGER_LIMIT", e).run();
-        out.assert_success(&format!("sizes, eager limit {e}"));
-        assert!(out.stdout.contains("sizes ok"), "{}", out.stdout);
+    for d in DEVICES {
+        for e in EAGER_LIMITS {
+            let out = Job::mpirun(2, &prog, &[])
+                .env("MPI_EAGER_LIMIT", e)
+                .env("MPI_DEVICE", d)
+                .run();
+            out.assert_success(&format!("sizes, device {d}, eager limit {e}"));
+            assert!(out.stdout.contains("sizes ok"), "{}", out.stdout);
+        }
     }
 }
 
 #[test]
 fn mixed_burst_is_received_in_order() {
     let prog = build("tests/c/order.c", "order");
-    for e in EAGER_LIMITS {
-        let out = Job::mpirun(2, &prog, &[]).env("MPI_EAGER_LIMIT", e).run();
-        out.assert_success(&format!("order, eager limit {e}"));
-        assert!(out.stdout.contains("order ok"), "{}", out.stdout);
+    for d in DEVICES {
+        for e in EAGER_LIMITS {
+            let out = Job::mpirun(2, &prog, &[])
+                .env("MPI_EAGER_LIMIT", e)
+                .env("MPI_DEVICE", d)
+                .run();
+            out.assert_success(&format!("order, device {d}, eager limit {e}"));
+            assert!(out.stdout.contains("order ok"), "{}", out.stdout);
+        }
     }
 }
 
 #[test]
 fn flow_control_100000_unexpected_short_messages() {
     let prog = build("tests/c/flood.c", "flood");
+    for d in DEVICES {
+        let out = Job::mpirun(2, &prog, &[]).env("MPI_DEVICE", d).run();
+        out.assert_success(&format!("flood, device {d}"));
+        assert!(out.stdout.contains("flood ok: 100000"), "{}", out.stdout);
+    }
     let out = Job::mpirun(2, &prog, &[]).run();
     out.assert_success("flood");
     assert!(out.stdout.contains("flood ok: 100000"), "{}", out.stdout);
@@ -74,10 +89,15 @@ fn flow_control_100000_unexpected_short_messages() {
 #[test]
 fn any_source_any_tag_and_probe() {
     let prog = build("tests/c/anysrc.c", "anysrc");
-    for e in EAGER_LIMITS {
-        let out = Job::mpirun(4, &prog, &[]).env("MPI_EAGER_LIMIT", e).run();
-        out.assert_success(&format!("anysrc, eager limit {e}"));
-        assert!(out.stdout.contains("anysrc ok"), "{}", out.stdout);
+    for d in DEVICES {
+        for e in EAGER_LIMITS {
+            let out = Job::mpirun(4, &prog, &[])
+                .env("MPI_EAGER_LIMIT", e)
+                .env("MPI_DEVICE", d)
+                .run();
+            out.assert_success(&format!("anysrc, device {d}, eager limit {e}"));
+            assert!(out.stdout.contains("anysrc ok"), "{}", out.stdout);
+        }
     }
 }
 
@@ -166,6 +186,7 @@ fn killed_rank_stops_the_job_and_leaves_nothing() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(pids.len(), 4, "ranks did not start");
+    let jobid = jobid_of(pids[0]).expect("MPI_JOBID of rank 0");
     let victim = pids[2];
     let killed_at = std::time::Instant::now();
     Command::new("kill")
@@ -187,6 +208,88 @@ fn killed_rank_stops_the_job_and_leaves_nothing() {
     for p in pids {
         assert!(!alive(p), "process {p} left behind");
     }
+    let left = leftover_segments(&jobid);
+    assert!(left.is_empty(), "segments left in /dev/shm: {left:?}");
+}
+
+/// A rank SIGKILLed while its shared-memory segment still has a name (as one killed during
+/// MPI_Init would leave it; simulated by a shell rank that creates the name itself): mpirun
+/// removes it when the job ends.
+#[test]
+fn sigkilled_rank_leaves_no_segment() {
+    let out = Job::new({
+        let mut c = Command::new(mpirun());
+        c.args([
+            "-n",
+            "2",
+            "sh",
+            "-c",
+            ": > /dev/shm/mpirs-$MPI_JOBID-$PMI_RANK; echo $MPI_JOBID; kill -KILL $$",
+        ]);
+        c
+    })
+    .deadline(Duration::from_secs(60))
+    .run();
+    assert!(!out.status.success(), "{:?}", out.status);
+    let jobid = out
+        .stdout
+        .lines()
+        .next()
+        .expect("a rank printed MPI_JOBID")
+        .trim();
+    assert!(!jobid.is_empty());
+    let left = leftover_segments(jobid);
+    assert!(left.is_empty(), "segments left in /dev/shm: {left:?}");
+}
+
+/// SIGINT to mpirun while the ranks hold named segments: mpirun stops the ranks, removes
+/// the segments, and no process stays behind.
+#[test]
+fn sigint_to_mpirun_leaves_no_segment_and_no_process() {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(mpirun())
+        .args([
+            "-n",
+            "2",
+            "sh",
+            "-c",
+            ": > /dev/shm/mpirs-$MPI_JOBID-$PMI_RANK; echo $MPI_JOBID $$; exec sleep 100",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn mpirun");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut ranks = Vec::new();
+    let mut jobid = String::new();
+    for _ in 0..2 {
+        let l = lines.next().expect("rank output").expect("read");
+        let mut it = l.split_whitespace();
+        jobid = it.next().unwrap().to_string();
+        ranks.push(it.next().unwrap().parse::<i32>().unwrap());
+    }
+    assert_eq!(leftover_segments(&jobid).len(), 2);
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("mpirun did not stop after SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(!status.success());
+    for p in ranks {
+        assert!(!alive(p), "rank process {p} left behind");
+    }
+    let left = leftover_segments(&jobid);
+    assert!(left.is_empty(), "segments left in /dev/shm: {left:?}");
 }
 
 #[test]
