@@ -41,7 +41,7 @@ struct Shared {
 struct Stub {
     flavor: Flavor,
     n: usize,
-    state: Arc<(Mutex<Shared>, Condvar)>,
+    state: State,
 }
 
 impl Stub {
@@ -214,15 +214,10 @@ fn esc(v: &str) -> String {
     v.replace(';', ";;")
 }
 
+type State = Arc<(Mutex<Shared>, Condvar)>;
+
 /// Starts a stub server for `n` clients; returns the client ends and the server threads.
-fn start(
-    flavor: Flavor,
-    n: usize,
-) -> (
-    Vec<OwnedFd>,
-    Arc<(Mutex<Shared>, Condvar)>,
-    Vec<thread::JoinHandle<()>>,
-) {
+fn start(flavor: Flavor, n: usize) -> (Vec<OwnedFd>, State, Vec<thread::JoinHandle<()>>) {
     let state = Arc::new((Mutex::new(Shared::default()), Condvar::new()));
     let stub = Arc::new(Stub {
         flavor,
