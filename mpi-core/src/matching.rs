@@ -76,12 +76,24 @@ impl Unexpected {
 }
 
 /// Both queues.
-#[derive(Default)]
 pub struct Queues {
     /// Posted receives in posting order.
     pub posted: VecDeque<Posted>,
     /// Unexpected messages in arrival order.
     pub unexpected: VecDeque<Unexpected>,
+}
+
+/// Entries each queue holds before it first grows: the hot path (a message that arrives
+/// just before its receive is posted, or a few receives posted ahead) must not allocate.
+const QUEUE_RESERVE: usize = 64;
+
+impl Default for Queues {
+    fn default() -> Queues {
+        Queues {
+            posted: VecDeque::with_capacity(QUEUE_RESERVE),
+            unexpected: VecDeque::with_capacity(QUEUE_RESERVE),
+        }
+    }
 }
 
 impl Queues {
