@@ -128,6 +128,11 @@ pub(crate) fn handshake(conn: &mut Conn, want: PmiVersion, strict: bool) -> Resu
 /// `pmi_version=2`), `fullinit` (which gives rank, size and appnum) and `job-getid`.
 /// [`Bootstrap`] maps to `kvs-put`, `kvs-fence` and `kvs-get` (with `srcid=-1`). Call
 /// [`Pmi2Client::finalize`] before a normal exit.
+///
+/// Values are stored with `%` written `%25` and `;` written `%3B` (undone by `get`):
+/// Slurm's server does not undo the protocol's `;;` escape and would cut a value at its
+/// first `;` (the TCP device publishes `;`-separated address lists). Only ranks of this
+/// library read these keys, so the encoding is invisible to callers.
 pub struct Pmi2Client {
     conn: Conn,
     rank: usize,
@@ -337,10 +342,18 @@ impl Bootstrap for Pmi2Client {
                 wire2::VALLEN_MAX
             )));
         }
+        let stored = kvs_encode(value);
+        if stored.len() > wire2::VALLEN_MAX {
+            return Err(err(format!(
+                "PMI-2 value for {key} is {} bytes once ';' and '%' are encoded (at most {})",
+                stored.len(),
+                wire2::VALLEN_MAX
+            )));
+        }
         let r = self.request(
             Message::new("kvs-put")
                 .with("key", key)
-                .with("value", value),
+                .with("value", stored),
             "kvs-put-response",
         )?;
         check_rc(&r, &format!("kvs-put {key}"))
@@ -366,7 +379,70 @@ impl Bootstrap for Pmi2Client {
             return Err(err(format!("key {key} not found")));
         }
         r.get("value")
-            .map(str::to_string)
+            .map(kvs_decode)
             .ok_or_else(|| err(format!("no value in PMI-2 kvs-get-response: {r}")))
+    }
+}
+
+/// `%` → `%25`, `;` → `%3B` (see [`Pmi2Client`]).
+pub(crate) fn kvs_encode(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            ';' => out.push_str("%3B"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Inverse of [`kvs_encode`]; any other `%` sequence is kept as is.
+pub(crate) fn kvs_decode(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    let mut rest = v;
+    while let Some(i) = rest.find('%') {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        if let Some(r) = tail.strip_prefix("%25") {
+            out.push('%');
+            rest = r;
+        } else if let Some(r) = tail
+            .strip_prefix("%3B")
+            .or_else(|| tail.strip_prefix("%3b"))
+        {
+            out.push(';');
+            rest = r;
+        } else {
+            out.push('%');
+            rest = &tail[1..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{kvs_decode, kvs_encode};
+
+    #[test]
+    fn kvs_encoding_round_trips() {
+        for v in [
+            "",
+            "a",
+            ";",
+            "%",
+            "%3B",
+            "%25",
+            "a;b%c;;",
+            "h,1,10.0.0.1;10.0.0.2",
+            "%%;;",
+        ] {
+            let e = kvs_encode(v);
+            assert!(!e.contains(';'), "{e}");
+            assert_eq!(kvs_decode(&e), v);
+        }
+        assert_eq!(kvs_encode("a;b%"), "a%3Bb%25");
     }
 }

@@ -1,7 +1,8 @@
 //! `pmi-hello`: a tiny PMI client to check a process manager (our `mpirun`, Hydra, srun);
 //! the PMI version is chosen by [`Boot::from_env`] (`MPI_PMI=1|2` forces one).
 //!
-//! Every rank puts `hello_<rank>=v<rank>_<pid>`, enters the barrier, reads every rank's
+//! Every rank puts `hello_<rank>=v<rank>_<pid>;%;end` (checking that `;` and `%` come back
+//! intact), enters the barrier, reads every rank's
 //! key, enters a second barrier and prints one line
 //! `pmi-hello rank R of N kvsname K appnum A got v0,v1,… pmi V` (V: the PMI version, 0 for
 //! a singleton) then finalizes.
@@ -40,7 +41,7 @@ fn run(boot: &mut Boot, abort_code: Option<i32>) -> rdma_api::Result<()> {
     };
     boot.put(
         &format!("hello_{rank}"),
-        &format!("v{rank}_{}", std::process::id()),
+        &format!("v{rank}_{};%;end", std::process::id()),
     )?;
     boot.barrier()?;
     if let Some(code) = abort_code {
@@ -52,6 +53,11 @@ fn run(boot: &mut Boot, abort_code: Option<i32>) -> rdma_api::Result<()> {
     let mut got = Vec::with_capacity(size);
     for r in 0..size {
         let v = boot.get(&format!("hello_{r}"))?;
+        if !v.ends_with(";%;end") {
+            return Err(rdma_api::DeviceError::Bootstrap(format!(
+                "value of hello_{r} came back altered: {v:?}"
+            )));
+        }
         // Keep only the "v<rank>" part so that the output does not depend on pids.
         got.push(v.split('_').next().unwrap_or("").to_string());
     }
