@@ -17,7 +17,7 @@
  *
  * Output: lines starting with '#' are comments ('# calib SIZE US' is printed, flushed,
  * after the calibration of each size, so that a runner killing a slow run still learns the
- * time of one operation). Every other line is data: 'SIZE VALUE ...', documented per
+ * time of one operation, in µs, on the slowest rank). Every other line is data: 'SIZE VALUE ...', documented per
  * program. Only rank 0 prints.
  */
 #ifndef BENCH_H
@@ -170,8 +170,9 @@ static void bench_free(const struct bench_opts *o, void *p)
 typedef double (*bench_fn)(long iters, size_t size, void *ctx);
 
 /* Warm-up/calibration with a few iterations, then the iteration count that fits the
- * budget (decided by rank 0, broadcast so every rank runs the same count). Prints
- * '# calib SIZE US' (time of one operation in the calibration) on rank 0. */
+ * budget (decided by rank 0 from the slowest rank's calibration time, broadcast so every
+ * rank runs the same count). Prints '# calib SIZE US' (time of one operation in the
+ * calibration, slowest rank) on rank 0. */
 static long bench_calibrate(const struct bench_opts *o, bench_fn fn, size_t size, void *ctx)
 {
     int rank;
@@ -180,10 +181,12 @@ static long bench_calibrate(const struct bench_opts *o, bench_fn fn, size_t size
         calib = o->max_iters;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     fn(calib, size, ctx); /* warm-up: connections, registration, caches */
-    double t = fn(calib, size, ctx);
+    double t = fn(calib, size, ctx), tmax = 0;
+    /* The slowest rank decides: a bcast root may finish its calls long before the others. */
+    MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     long n = 0;
     if (rank == 0) {
-        double per = t / (double)calib;
+        double per = tmax / (double)calib;
         printf("# calib %zu %.3f\n", size, per * 1e6);
         fflush(stdout);
         double want = per > 0 ? o->budget / per : (double)o->max_iters;
