@@ -9,7 +9,7 @@ use tests::{alive, compile, field, jobid_of, leftover_segments, mpirun, scratch,
 
 /// Eager limits the protocol tests run with: a small one (many messages take the REQ/RSP
 /// path) and the default.
-const EAGER_LIMITS: [&str; 2] = ["1024", "16384"];
+const EAGER_LIMITS: [&str; 2] = ["1024", "32768"];
 
 fn build(source: &str, name: &str) -> PathBuf {
     compile(source, &scratch(name), name)
