@@ -169,33 +169,41 @@ static void bench_free(const struct bench_opts *o, void *p)
 /* One timed run of `iters` operations of `size` bytes on this rank; returns seconds. */
 typedef double (*bench_fn)(long iters, size_t size, void *ctx);
 
-/* Warm-up/calibration with a few iterations, then the iteration count that fits the
- * budget (decided by rank 0 from the slowest rank's calibration time, broadcast so every
- * rank runs the same count). Prints '# calib SIZE US' (time of one operation in the
- * calibration, slowest rank) on rank 0. */
+/* Chooses the iteration count that fills the time budget. After a warm-up of a few
+ * iterations, runs of growing length (x2 to x8) are timed until one takes a quarter of the
+ * budget: a short run can be unrepresentative (a bcast root or an oversubscribed MPI may
+ * get 20 calls through in one time slice and then slow down by orders of magnitude). The
+ * time of a run is the slowest rank's (MPI_MAX), so every rank computes the same count.
+ * Prints '# calib SIZE US' (time of one operation in the last run) on rank 0 after each
+ * run, flushed. */
 static long bench_calibrate(const struct bench_opts *o, bench_fn fn, size_t size, void *ctx)
 {
     int rank;
-    long calib = size <= 65536 ? 20 : size <= (1u << 20) ? 5 : 2;
-    if (calib > o->max_iters)
-        calib = o->max_iters;
+    long n = size <= 65536 ? 20 : size <= (1u << 20) ? 5 : 2;
+    double per;
+    if (n > o->max_iters)
+        n = o->max_iters;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    fn(calib, size, ctx); /* warm-up: connections, registration, caches */
-    double t = fn(calib, size, ctx), tmax = 0;
-    /* The slowest rank decides: a bcast root may finish its calls long before the others. */
-    MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    long n = 0;
-    if (rank == 0) {
-        double per = tmax / (double)calib;
-        printf("# calib %zu %.3f\n", size, per * 1e6);
-        fflush(stdout);
-        double want = per > 0 ? o->budget / per : (double)o->max_iters;
-        n = want > (double)o->max_iters ? o->max_iters : (long)want;
-        if (n < o->min_iters)
-            n = o->min_iters;
+    fn(n, size, ctx); /* warm-up: connections, registration, caches */
+    for (;;) {
+        double t = fn(n, size, ctx), tmax = 0;
+        MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        per = tmax / (double)n;
+        if (rank == 0) {
+            printf("# calib %zu %.3f\n", size, per * 1e6);
+            fflush(stdout);
+        }
+        if (tmax >= o->budget / 4 || n >= o->max_iters)
+            break;
+        double grow = tmax > 0 ? o->budget / 4 / tmax : 8;
+        grow = grow > 8 ? 8 : grow < 2 ? 2 : grow;
+        n = (long)((double)n * grow);
+        if (n > o->max_iters)
+            n = o->max_iters;
     }
-    MPI_Bcast(&n, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-    return n;
+    double want = per > 0 ? o->budget / per : (double)o->max_iters;
+    long m = want > (double)o->max_iters ? o->max_iters : (long)want;
+    return m < o->min_iters ? o->min_iters : m;
 }
 
 #endif
