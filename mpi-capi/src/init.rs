@@ -30,6 +30,12 @@ fn init(name: &'static str, required: ThreadLevel) -> CResult<ThreadLevel> {
     // Start the MPI_Wtime clock no later than MPI_Init.
     mpi_core::wtime();
     let (mpi, provided) = Mpi::init(required)?;
+    if mpi.settings().heap_malloc {
+        if let Some((base, len)) = mpi.malloc_arena() {
+            // SAFETY: the heap hands the arena over untouched and never unmaps it.
+            unsafe { crate::malloc::attach(base, len, mpi.settings().heap_malloc_min) };
+        }
+    }
     *g = Phase::Running(Engine(mpi));
     THREAD_LEVEL.store(provided as i32, Ordering::Relaxed);
     let _ = MAIN_THREAD.set(std::thread::current().id());
@@ -72,6 +78,7 @@ pub extern "C" fn MPI_Finalize() -> c_int {
         match std::mem::replace(&mut *g, Phase::Finalized) {
             Phase::Running(Engine(mpi)) => {
                 FINALIZED.store(true, Ordering::Release);
+                crate::malloc::detach();
                 drop(g);
                 mpi.finalize()?;
                 Ok(())

@@ -26,6 +26,7 @@ pub mod coll;
 pub mod consts;
 pub mod convert;
 pub mod init;
+pub mod malloc;
 pub mod misc;
 pub mod p2p;
 pub mod state;

@@ -288,7 +288,12 @@ impl Mpi {
             settings.ctrl_slots,
             settings.eager_limit,
             settings.heap_size,
-        )?;
+        )?
+        .with_malloc_arena(if settings.heap_malloc {
+            settings.heap_malloc_size
+        } else {
+            0
+        })?;
         let (heap, dev) = match make {
             Some(make) => {
                 let heap = Heap::new(lay)?;
@@ -320,6 +325,9 @@ impl Mpi {
                 dev.caps().name,
                 size
             );
+            if let Some((b, l)) = heap.malloc_arena() {
+                println!("  (malloc arena {:p}..{:p})", b, b.wrapping_add(l));
+            }
         }
         Ok(Mpi {
             dev,
@@ -699,6 +707,13 @@ impl Mpi {
         self.heap.alloc(size)
     }
 
+    /// The heap's malloc arena (base, length) when `MPI_HEAP_MALLOC=1` (see
+    /// [`crate::heap`]): the C layer's interposed allocator serves large blocks from it.
+    /// Its mapping outlives the engine (until the process exits).
+    pub fn malloc_arena(&self) -> Option<(*mut u8, usize)> {
+        self.heap.malloc_arena()
+    }
+
     /// MPI_Free_mem. Errors: MPI_ERR_ARG for a pointer not from [`Mpi::alloc_mem`].
     ///
     /// # Safety
@@ -776,7 +791,7 @@ impl Mpi {
             if done(self) {
                 return Ok(());
             }
-            if self.progress_once()? > 0 {
+            if self.progress_once()? > 0 || self.dev.busy() {
                 idle_since = None;
                 wait = b.wait_min;
                 idle_polls = 0;

@@ -16,8 +16,18 @@
 //! [credit_out: n × u64]   local source of our outgoing CREDIT writes (inline)
 //! [rings     : n × slots × slot_size]  ring for sender s at rings + s·slots·slot_size
 //! [staging   : n × slots × slot_size]  local source of CTRL writes to destination d
-//! [arena     : rest]      MPI_Alloc_mem (linked_list_allocator)
+//! [arena     : ..malloc]  MPI_Alloc_mem (linked_list_allocator)
+//! [malloc    : rest]      the malloc arena (empty unless MPI_HEAP_MALLOC=1)
 //! ```
+//!
+//! ## The malloc arena
+//! With `MPI_HEAP_MALLOC=1` ([`HeapLayout::with_malloc_arena`]) the heap ends with an
+//! arena that the C layer's interposed allocator (`mpi-capi/src/malloc.rs`) manages: the
+//! heap only reserves the range ([`Heap::malloc_arena`]). Because it is inside the heap, a
+//! receive buffer there is announced as heap key + offset and written with one `memcpy`.
+//! The arena is never mlocked and never touched here, so it costs address space only until
+//! the program uses it (the shared-memory file is sparse). A heap with a malloc arena is
+//! never unmapped (see `Drop`): the program may use and free its blocks after MPI_Finalize.
 //! Each area starts on a 64-byte boundary; `slot_size` = header (64 B) + eager limit,
 //! rounded up to 64.
 
@@ -55,6 +65,8 @@ pub struct HeapLayout {
     pub staging: usize,
     /// Offset of the MPI_Alloc_mem arena.
     pub arena: usize,
+    /// Offset of the malloc arena (= `total` when there is none).
+    pub malloc: usize,
     /// Total heap bytes (≥ the requested size; grown if the rings need more).
     pub total: usize,
 }
@@ -88,8 +100,26 @@ impl HeapLayout {
             rings,
             staging,
             arena,
+            malloc: total,
             total,
         })
+    }
+
+    /// The layout with a malloc arena of `bytes` (rounded up to pages) appended; `bytes` =
+    /// 0 leaves it unchanged. Errors: MPI_ERR_ARG when the size overflows.
+    pub fn with_malloc_arena(mut self, bytes: usize) -> Result<HeapLayout> {
+        let add = bytes
+            .checked_next_multiple_of(4096)
+            .and_then(|b| b.checked_add(self.malloc))
+            .ok_or_else(|| Error::new(ErrorClass::Arg, "malloc arena overflows"))?;
+        self.total = add;
+        Ok(self)
+    }
+
+    /// Bytes of the malloc arena (0: none).
+    #[inline]
+    pub fn malloc_len(&self) -> usize {
+        self.total - self.malloc
     }
 
     /// Offset of slot `slot` of the ring that receives from `sender`.
@@ -145,15 +175,16 @@ impl Heap {
             ));
         }
         // SAFETY: the range lies in the segment's mapping, which `seg` (held by the heap)
-        // keeps alive; mlock only changes paging behaviour (failure is ignored).
+        // keeps alive; mlock only changes paging behaviour (failure is ignored). The malloc
+        // arena is not locked (it would commit all of it).
         unsafe {
-            if libc::mlock(base as *const libc::c_void, layout.total) != 0 {
+            if libc::mlock(base as *const libc::c_void, layout.malloc) != 0 {
                 let _ = libc::mlock(base as *const libc::c_void, layout.arena);
             }
         }
         // SAFETY: the arena range lies inside the mapping, which lives as long as `Heap`.
         let arena = unsafe {
-            linked_list_allocator::Heap::new(base.add(layout.arena), layout.total - layout.arena)
+            linked_list_allocator::Heap::new(base.add(layout.arena), layout.malloc - layout.arena)
         };
         Ok(Heap {
             base,
@@ -190,13 +221,13 @@ impl Heap {
         // SAFETY: the range was just mapped; mlock only changes paging behaviour. If the
         // whole heap cannot be locked (RLIMIT_MEMLOCK), lock at least the protocol areas.
         unsafe {
-            if libc::mlock(p, layout.total) != 0 {
+            if libc::mlock(p, layout.malloc) != 0 {
                 let _ = libc::mlock(p, layout.arena);
             }
         }
         // SAFETY: the arena range lies inside the mapping, which lives as long as `Heap`.
         let arena = unsafe {
-            linked_list_allocator::Heap::new(base.add(layout.arena), layout.total - layout.arena)
+            linked_list_allocator::Heap::new(base.add(layout.arena), layout.malloc - layout.arena)
         };
         Ok(Heap {
             base,
@@ -204,6 +235,17 @@ impl Heap {
             layout,
             arena,
             blocks: HashMap::new(),
+        })
+    }
+
+    /// The malloc arena (base, length in bytes), if the layout has one. The heap never
+    /// touches it; its mapping lives until the process exits.
+    pub fn malloc_arena(&self) -> Option<(*mut u8, usize)> {
+        (self.layout.malloc_len() > 0).then(|| {
+            (
+                self.base.wrapping_add(self.layout.malloc),
+                self.layout.malloc_len(),
+            )
         })
     }
 
@@ -315,6 +357,13 @@ impl Drop for Heap {
                 unsafe { std::alloc::dealloc(p as *mut u8, lay) };
             }
         }
+        if self.layout.malloc_len() > 0 {
+            // Blocks of the malloc arena belong to the program, which may use and free them
+            // after MPI_Finalize: keep the mapping until exit (the segment's name is
+            // already unlinked, so nothing outlives the process).
+            std::mem::forget(self.segment.take());
+            return;
+        }
         if self.segment.is_none() {
             // SAFETY: the mapping was created in `new` with this length; the device that
             // registered it is dropped before the heap (field order in `Mpi`).
@@ -343,6 +392,36 @@ mod tests {
         let big = HeapLayout::new(1024, 64, 65536, 64 << 20).unwrap();
         assert!(big.total > 64 << 20);
         assert!(HeapLayout::new(usize::MAX / 2, 64, 1 << 20, 0).is_err());
+        assert_eq!(l.malloc, l.total);
+        assert_eq!(l.malloc_len(), 0);
+        let m = l.with_malloc_arena(5000).unwrap();
+        assert_eq!((m.malloc, m.malloc_len()), (l.total, 8192));
+        assert_eq!(l.with_malloc_arena(0).unwrap(), l);
+        assert!(l.with_malloc_arena(usize::MAX - 100).is_err());
+    }
+
+    #[test]
+    fn malloc_arena_is_reserved_and_outside_alloc_mem() {
+        let lay = HeapLayout::new(2, 4, 256, 1 << 20)
+            .unwrap()
+            .with_malloc_arena(64 << 20)
+            .unwrap();
+        let mut h = Heap::new(lay).unwrap();
+        let (mb, ml) = h.malloc_arena().unwrap();
+        assert_eq!(ml, 64 << 20);
+        assert_eq!(h.offset_of(mb, ml), Some(lay.malloc));
+        // MPI_Alloc_mem never hands out malloc-arena memory: an allocation larger than the
+        // Alloc_mem arena falls back to the system allocator.
+        let a = h.alloc(32 << 20).unwrap();
+        assert!(h.offset_of(a, 1).is_none());
+        // SAFETY: the arena is mapped and owned by nobody else in this test.
+        unsafe { mb.add(ml - 1).write(7) };
+        // SAFETY: not used afterwards.
+        unsafe { h.free(a).unwrap() };
+        assert!(Heap::new(HeapLayout::new(2, 4, 256, 1 << 20).unwrap())
+            .unwrap()
+            .malloc_arena()
+            .is_none());
     }
 
     #[test]

@@ -6,6 +6,9 @@
 //! | `MPI_CTRL_SLOTS` | CTRL slots per sender in each receiver's ring (= credits) | 32 | 1 ..= 65536 |
 //! | `MPI_HEAP_SIZE` | bytes of the per-rank heap (CTRL rings + MPI_Alloc_mem) | 64 MiB | 1M ..= 1T |
 //! | `MPI_DEVICE` | device per peer: `auto` = shared memory (device-shm) for ranks on the same host, TCP for the others; `shm` = shared memory only (init fails if a rank is on another host); `tcp` = TCP for every peer | auto | auto, shm, tcp |
+//! | `MPI_HEAP_MALLOC` | `1`: interpose the C allocator — `malloc`, `calloc`, `realloc`, `posix_memalign`, `aligned_alloc`, … of the whole program serve blocks of at least `MPI_HEAP_MALLOC_MIN` bytes from a malloc arena inside the heap once MPI_Init has run, so that large messages into them are one copy at a heap offset (see `mpi-capi/src/malloc.rs`) | 0 | 0/1, yes/no, true/false, on/off |
+//! | `MPI_HEAP_MALLOC_MIN` | smallest allocation (bytes) served from the malloc arena; smaller ones stay with glibc | 65536 | 1 ..= 1T |
+//! | `MPI_HEAP_MALLOC_SIZE` | bytes of the malloc arena, added to the heap when `MPI_HEAP_MALLOC=1` (address space: only touched pages cost memory); an exhausted arena falls back to glibc | 1 GiB | 1M ..= 1T |
 //! | `MPI_PRINT_SETTINGS` | `1`: rank 0 prints the effective settings at start-up | 0 | 0/1, yes/no, true/false, on/off |
 //!
 //! Sizes are decimal bytes with an optional binary suffix `K`, `M`, `G` or `T` (×1024ⁿ,
@@ -36,6 +39,13 @@ pub const DEFAULT_EAGER_LIMIT: usize = 32768;
 pub const DEFAULT_CTRL_SLOTS: usize = 32;
 /// Default of `MPI_HEAP_SIZE` in bytes.
 pub const DEFAULT_HEAP_SIZE: usize = 64 << 20;
+/// Default of `MPI_HEAP_MALLOC_MIN` in bytes: twice the default eager limit, so every
+/// arena block is sent by rendezvous; below it glibc is faster and the message eager anyway.
+pub const DEFAULT_HEAP_MALLOC_MIN: usize = 64 << 10;
+/// Default of `MPI_HEAP_MALLOC_SIZE` in bytes. The heap lives in a sparse shared-memory
+/// file (or an anonymous mapping), and the malloc arena is never mlocked: untouched pages
+/// cost address space only (8 ranks × 1 GiB of /dev/shm address space per rank is fine).
+pub const DEFAULT_HEAP_MALLOC_SIZE: usize = 1 << 30;
 
 const MAX_EAGER_LIMIT: usize = 64 << 20;
 const MAX_CTRL_SLOTS: usize = 65536;
@@ -75,6 +85,12 @@ pub struct Settings {
     pub heap_size: usize,
     /// Print the settings at start-up.
     pub print: bool,
+    /// Interpose the C allocator (`MPI_HEAP_MALLOC`).
+    pub heap_malloc: bool,
+    /// Smallest block served from the malloc arena (`MPI_HEAP_MALLOC_MIN`).
+    pub heap_malloc_min: usize,
+    /// Bytes of the malloc arena (`MPI_HEAP_MALLOC_SIZE`), used when `heap_malloc`.
+    pub heap_malloc_size: usize,
     /// Device selection.
     pub device: DeviceChoice,
 }
@@ -87,6 +103,9 @@ impl Default for Settings {
             ctrl_slots: DEFAULT_CTRL_SLOTS,
             heap_size: DEFAULT_HEAP_SIZE,
             print: false,
+            heap_malloc: false,
+            heap_malloc_min: DEFAULT_HEAP_MALLOC_MIN,
+            heap_malloc_size: DEFAULT_HEAP_MALLOC_SIZE,
             device: DeviceChoice::Auto,
         }
     }
@@ -144,6 +163,27 @@ impl Settings {
             MIN_HEAP_SIZE,
             MAX_HEAP_SIZE,
         );
+        s.heap_malloc_min = size(
+            "MPI_HEAP_MALLOC_MIN",
+            DEFAULT_HEAP_MALLOC_MIN,
+            1,
+            MAX_HEAP_SIZE,
+        );
+        s.heap_malloc_size = size(
+            "MPI_HEAP_MALLOC_SIZE",
+            DEFAULT_HEAP_MALLOC_SIZE,
+            MIN_HEAP_SIZE,
+            MAX_HEAP_SIZE,
+        );
+        if let Some(raw) = get("MPI_HEAP_MALLOC") {
+            match parse_bool(&raw) {
+                Some(b) => s.heap_malloc = b,
+                None => warnings.push(format!(
+                    "MPI_HEAP_MALLOC={raw:?} is not a boolean (1/0, yes/no, true/false, \
+                     on/off); using the default 0"
+                )),
+            }
+        }
         if let Some(raw) = get("MPI_DEVICE") {
             match raw.trim().to_ascii_lowercase().as_str() {
                 "auto" | "" => s.device = DeviceChoice::Auto,
@@ -183,6 +223,14 @@ impl fmt::Display for Settings {
             "  MPI_HEAP_SIZE      = {} ({})",
             self.heap_size,
             human(self.heap_size)
+        )?;
+        writeln!(f, "  MPI_HEAP_MALLOC    = {}", self.heap_malloc as u8)?;
+        writeln!(f, "  MPI_HEAP_MALLOC_MIN  = {}", self.heap_malloc_min)?;
+        writeln!(
+            f,
+            "  MPI_HEAP_MALLOC_SIZE = {} ({})",
+            self.heap_malloc_size,
+            human(self.heap_malloc_size)
         )?;
         writeln!(f, "  MPI_DEVICE         = {}", self.device)?;
         writeln!(f, "  MPI_PRINT_SETTINGS = {}", self.print as u8)
@@ -260,6 +308,9 @@ mod tests {
             ("MPI_CTRL_SLOTS", "64"),
             ("MPI_HEAP_SIZE", " 1G "),
             ("MPI_PRINT_SETTINGS", "1"),
+            ("MPI_HEAP_MALLOC", "yes"),
+            ("MPI_HEAP_MALLOC_MIN", "1M"),
+            ("MPI_HEAP_MALLOC_SIZE", "2G"),
         ]);
         assert!(w.is_empty(), "{w:?}");
         assert_eq!(
@@ -269,6 +320,9 @@ mod tests {
                 ctrl_slots: 64,
                 heap_size: 1 << 30,
                 print: true,
+                heap_malloc: true,
+                heap_malloc_min: 1 << 20,
+                heap_malloc_size: 2 << 30,
                 device: DeviceChoice::Auto,
             }
         );
@@ -290,6 +344,9 @@ mod tests {
             ("MPI_HEAP_SIZE", "64X"),
             ("MPI_PRINT_SETTINGS", "maybe"),
             ("MPI_DEVICE", "ib"),
+            ("MPI_HEAP_MALLOC", "sometimes"),
+            ("MPI_HEAP_MALLOC_MIN", "0"),
+            ("MPI_HEAP_MALLOC_SIZE", "1K"),
         ];
         for (var, val) in cases {
             let (s, w) = parse(&[(var, val)]);
@@ -334,6 +391,9 @@ mod tests {
             "MPI_HEAP_SIZE",
             "MPI_DEVICE",
             "MPI_PRINT_SETTINGS",
+            "MPI_HEAP_MALLOC",
+            "MPI_HEAP_MALLOC_MIN",
+            "MPI_HEAP_MALLOC_SIZE",
         ] {
             assert!(text.contains(var), "{text}");
         }

@@ -423,6 +423,7 @@ fn single_slot_ring_and_zero_eager_limit() {
         heap_size: 1 << 20,
         print: false,
         device: Default::default(),
+        ..Default::default()
     };
     run(3, s, |m| {
         let me = m.rank();

@@ -18,6 +18,7 @@ pub fn settings() -> Settings {
         heap_size: 1 << 20,
         print: false,
         device: DeviceChoice::Auto,
+        ..Settings::default()
     }
 }
 
