@@ -197,7 +197,7 @@ unsafe fn tag(p: *mut c_void, what: &str) -> *mut Tag {
     // SAFETY: arena blocks are HDR-aligned with the tag in front; a pointer at the very
     // start of the arena fails the range check below instead of reading before it.
     let ok = (t as usize) >= BASE.load(Ordering::Relaxed)
-        && (p as usize) % HDR == 0
+        && (p as usize).is_multiple_of(HDR)
         && unsafe { (*t).magic } == MAGIC;
     if !ok {
         die(what);
@@ -398,7 +398,7 @@ unsafe fn aligned(align: usize, size: usize) -> *mut c_void {
 /// C `posix_memalign`.
 #[no_mangle]
 pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> i32 {
-    if !align.is_power_of_two() || align % std::mem::size_of::<*mut c_void>() != 0 {
+    if !align.is_power_of_two() || !align.is_multiple_of(std::mem::size_of::<*mut c_void>()) {
         return libc::EINVAL;
     }
     // SAFETY: valid alignment.

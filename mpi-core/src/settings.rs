@@ -270,7 +270,7 @@ fn parse_bool(s: &str) -> Option<bool> {
 /// 67108864 → "64 MiB" (exact binary multiples only, else bytes).
 fn human(n: usize) -> String {
     for (shift, unit) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] {
-        if n >= 1 << shift && n % (1 << shift) == 0 {
+        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
             return format!("{} {unit}", n >> shift);
         }
     }
