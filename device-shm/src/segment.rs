@@ -5,10 +5,14 @@
 //! ```text
 //! 0                 header line: magic, n, rank, pid, heap offset, heap length, state
 //! 64                sleep line: the futex word the owner sleeps on (1 = sleeping)
-//! 128               n head lines: head[s] = entries of ring s consumed by the owner
-//! RINGS  = 128+64n  n rings of RING entries × 16 B; ring s is written by rank s only
+//! 128               n head lines: head[s] = entries of ring s consumed by the owner,
+//!                   then (word 1) chunks[s] = staging chunks of sender s copied out
+//! RINGS  = 128+64n  n rings of RING entries × 64 B (one cache line each); ring s is
+//!                   written by rank s only
 //! TABLE             NREG region entries × 32 B: key, base address, length
-//! HEAP   = round_up(.., 4096)  the heap (mpi-core's, see mpi-core/src/heap.rs)
+//! STAGE  = round_up(.., 4096)  n staging areas of STAGE_LEN bytes; area s is written by
+//!                   rank s only (pipelined copies, see lib.rs)
+//! HEAP   = STAGE + n·STAGE_LEN  the heap (mpi-core's, see mpi-core/src/heap.rs)
 //! ```
 //! Every cross-rank word is an atomic; the only plain memory is the heap, whose bytes are
 //! opaque to the device. Nothing read from a peer's segment is trusted: indices are checked
@@ -24,6 +28,8 @@ pub(crate) const MAGIC: u64 = 0x314D_4853_5249_504D;
 pub(crate) const RING: usize = 256;
 /// Region table entries (keys are placed at `key % NREG`).
 pub(crate) const NREG: usize = 1024;
+/// Bytes of the staging area of one sender in a receiver's segment (pipelined copies).
+pub(crate) const STAGE_LEN: usize = 1 << 20;
 /// Cache line.
 const LINE: usize = 64;
 
@@ -46,19 +52,37 @@ pub(crate) struct Header {
     pub state: AtomicU32,
 }
 
-/// One notification: `seq` (written last, Release) = ring index + 1 (mod 2^32) marks the
-/// entry valid; `meta` = len << 2 | flags.
-#[repr(C)]
+/// One notification, one cache line: `seq` (written last, Release) = ring index + 1
+/// (mod 2^32) marks the entry valid; `meta` = len << 3 | flags; `d` holds the arguments
+/// of [`F_CHUNK`] entries (d[0] destination offset, d[1] staging offset) or the inline
+/// bytes of [`F_INLINE`] entries (native byte order, as copied). One line per entry: a
+/// receiver polling entry i+1 never steals the line the sender is filling for entry i, and
+/// an inline message costs the receiver one cache-line transfer.
+#[repr(C, align(64))]
 pub(crate) struct Entry {
     pub seq: AtomicU32,
     pub imm: AtomicU32,
     pub meta: AtomicU64,
+    pub d: [AtomicU64; 6],
 }
 
+/// Bytes of one ring entry.
+pub(crate) const ENTRY: usize = std::mem::size_of::<Entry>();
+const _: () = assert!(ENTRY == 64);
+
+/// Mask of the flag bits of `meta`.
+pub(crate) const F_MASK: u64 = 7;
+/// `meta` = len << F_SHIFT | flag.
+pub(crate) const F_SHIFT: u32 = 3;
 /// Entry flag: the write carries an immediate (raise `Recv`).
 pub(crate) const F_IMM: u64 = 1;
 /// Entry flag: the sender finalized (no more entries follow).
 pub(crate) const F_BYE: u64 = 2;
+/// Entry flag: a chunk of a pipelined write is in the sender's staging area: copy `len`
+/// bytes from staging offset `d[1]` to offset `d[0]` of our region `imm` (the region key).
+pub(crate) const F_CHUNK: u64 = 3;
+/// Entry flag: an inline notification: `len` (≤ 48) bytes in `d` (raise `RecvInline`).
+pub(crate) const F_INLINE: u64 = 4;
 
 /// One region table entry (seqlock-like: `key` is read before and after the fields).
 #[repr(C)]
@@ -78,6 +102,7 @@ pub(crate) struct Layout {
     pub heads: usize,
     pub rings: usize,
     pub table: usize,
+    pub stage: usize,
     pub heap: usize,
 }
 
@@ -90,16 +115,21 @@ impl Layout {
             .and_then(|x| x.checked_add(heads))
             .ok_or_else(ovf)?;
         let table = n
-            .checked_mul(RING * 16)
+            .checked_mul(RING * ENTRY)
             .and_then(|x| x.checked_add(rings))
             .ok_or_else(ovf)?;
-        let heap = (table + NREG * 32).div_ceil(4096) * 4096;
+        let stage = (table + NREG * 32).div_ceil(4096) * 4096;
+        let heap = n
+            .checked_mul(STAGE_LEN)
+            .and_then(|x| x.checked_add(stage))
+            .ok_or_else(ovf)?;
         Ok(Layout {
             n,
             sleep: LINE,
             heads,
             rings,
             table,
+            stage,
             heap,
         })
     }
@@ -291,12 +321,40 @@ impl Segment {
         unsafe { &*(self.base.add(self.lay.heads + s * LINE) as *const AtomicU64) }
     }
 
+    /// chunks[s]: staging chunks of sender `s` copied out by the owner. `s < n` (checked).
+    pub(crate) fn chunks(&self, s: usize) -> &AtomicU64 {
+        assert!(s < self.lay.n);
+        // SAFETY: word 1 of head line `s` (s < n), aligned, an atomic.
+        unsafe { &*(self.base.add(self.lay.heads + s * LINE + 8) as *const AtomicU64) }
+    }
+
+    /// The staging area of sender `s` (STAGE_LEN bytes, written by `s`). `s < n` (checked).
+    pub(crate) fn stage(&self, s: usize) -> *mut u8 {
+        assert!(s < self.lay.n);
+        self.base.wrapping_add(self.lay.stage + s * STAGE_LEN)
+    }
+
+    /// Pre-faults the staging area of sender `s` in this mapping (MADV_POPULATE_WRITE, no
+    /// change to the contents), so that the first pipelined copies do not page-fault.
+    /// Best effort: errors (old kernels) are ignored.
+    pub(crate) fn prefault_stage(&self, s: usize) {
+        // SAFETY: a page-aligned range inside our mapping; POPULATE_WRITE does not change
+        // the contents (it only faults the pages in).
+        unsafe {
+            libc::madvise(
+                self.stage(s) as *mut libc::c_void,
+                STAGE_LEN,
+                23, /* MADV_POPULATE_WRITE */
+            )
+        };
+    }
+
     /// Entry `i % RING` of ring `s` (written by rank `s`). `s < n` (checked).
     #[inline]
     pub(crate) fn entry(&self, s: usize, i: u64) -> &Entry {
         assert!(s < self.lay.n);
-        let off = self.lay.rings + (s * RING + (i as usize & (RING - 1))) * 16;
-        // SAFETY: inside ring `s` (index masked), 16-byte aligned, all atomics.
+        let off = self.lay.rings + (s * RING + (i as usize & (RING - 1))) * ENTRY;
+        // SAFETY: inside ring `s` (index masked), 64-byte aligned, all atomics.
         unsafe { &*(self.base.add(off) as *const Entry) }
     }
 

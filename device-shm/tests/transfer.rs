@@ -44,6 +44,7 @@ fn all_to_all(n: usize) {
                             "rank {me}: data from {peer} wrong (size {size})"
                         );
                     }
+                    e => panic!("unexpected {e:?}"),
                 }
             }
             r.barrier(); // nobody overwrites a region another rank still checks

@@ -791,7 +791,7 @@ impl Mpi {
             if done(self) {
                 return Ok(());
             }
-            if self.progress_once()? > 0 {
+            if self.progress_once()? > 0 || self.dev.busy() {
                 idle_since = None;
                 wait = b.wait_min;
                 idle_polls = 0;

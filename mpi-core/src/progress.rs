@@ -87,6 +87,27 @@ impl Mpi {
                 }
                 Ok(())
             }
+            Event::RecvInline {
+                peer,
+                imm,
+                len,
+                data,
+            } => {
+                if peer >= self.size || imm != IMM_INLINE_SHORT || len < INLINE_HDR {
+                    return Err(proto(
+                        peer,
+                        format_args!("inline notification {imm:#x} of {len} bytes"),
+                    ));
+                }
+                let w =
+                    |i: usize| u32::from_le_bytes([data[i], data[i + 1], data[i + 2], data[i + 3]]);
+                let (ctx, src, tag) = (w(0), w(4) as i32, w(8) as i32);
+                self.check_source(peer, ctx, src)?;
+                self.check_wire_tag(peer, tag)?;
+                let env = Envelope { ctx, src, tag };
+                self.short_arrived(&env, &data[INLINE_HDR..len]);
+                Ok(())
+            }
             Event::Recv { peer, imm, len } => {
                 if peer >= self.size {
                     return Err(proto(peer, "event from a rank outside the job"));
@@ -160,19 +181,7 @@ impl Mpi {
         // until we return its credit.
         unsafe { std::ptr::copy_nonoverlapping(self.heap.at(off), hb.as_mut_ptr(), HDR_LEN) };
         let h = Header::decode(&hb).map_err(|e| proto(peer, e))?;
-        // Context and source: world contexts carry the sender's world rank, SELF contexts
-        // come only from ourselves with source 0.
-        let src_ok = match h.ctx {
-            0 | 1 => h.src as i64 == peer as i64,
-            2 | 3 => peer == self.rank && h.src == 0,
-            _ => return Err(proto(peer, format_args!("unknown context id {}", h.ctx))),
-        };
-        if !src_ok {
-            return Err(proto(
-                peer,
-                format_args!("source {} in context {}", h.src, h.ctx),
-            ));
-        }
+        self.check_source(peer, h.ctx, h.src)?;
         match h.kind {
             KIND_SHORT => {
                 let plen = h.len as usize;
@@ -191,17 +200,7 @@ impl Mpi {
                 // SAFETY: the payload lies inside the slot (checked above).
                 let data =
                     unsafe { std::slice::from_raw_parts(self.heap.at(off + HDR_RESERVED), plen) };
-                if let Some(p) = self.q.take_posted(&env) {
-                    self.deliver(p.req, &env, data);
-                } else {
-                    let mut v = self.pool.pop().unwrap_or_default();
-                    v.clear();
-                    v.extend_from_slice(data);
-                    self.q.unexpected.push_back(Unexpected {
-                        env,
-                        body: Body::Short(v),
-                    });
-                }
+                self.short_arrived(&env, data);
             }
             KIND_REQ => {
                 self.check_wire_tag(peer, h.tag)?;
@@ -232,6 +231,38 @@ impl Mpi {
         self.consumed[peer] += 1;
         if self.consumed[peer] - self.reported[peer] >= self.credit_batch {
             self.send_credit(peer)?;
+        }
+        Ok(())
+    }
+
+    /// A SHORT (from a CTRL slot or inline) arrived: complete the first matching posted
+    /// receive, or queue it as unexpected (payload copied).
+    #[inline]
+    fn short_arrived(&mut self, env: &Envelope, data: &[u8]) {
+        if let Some(p) = self.q.take_posted(env) {
+            self.deliver(p.req, env, data);
+        } else {
+            let mut v = self.pool.pop().unwrap_or_default();
+            v.clear();
+            v.extend_from_slice(data);
+            self.q.unexpected.push_back(Unexpected {
+                env: *env,
+                body: Body::Short(v),
+            });
+        }
+    }
+
+    /// Context and source of a message from `peer`: world contexts carry the sender's
+    /// world rank, SELF contexts come only from ourselves with source 0.
+    #[inline]
+    fn check_source(&self, peer: usize, ctx: u32, src: i32) -> Result<()> {
+        let src_ok = match ctx {
+            0 | 1 => src as i64 == peer as i64,
+            2 | 3 => peer == self.rank && src == 0,
+            _ => return Err(proto(peer, format_args!("unknown context id {ctx}"))),
+        };
+        if !src_ok {
+            return Err(proto(peer, format_args!("source {src} in context {ctx}")));
         }
         Ok(())
     }
@@ -496,6 +527,23 @@ impl Mpi {
             len: len as u64,
             ..Header::default()
         };
+        if len + INLINE_HDR <= rdma_api::NOTIFY_MAX
+            && self.fifo[dest].is_empty()
+            && len + INLINE_HDR <= self.dev.max_notify_data(dest)
+        {
+            // Inline SHORT: the message travels in the notification (no slot, no credit).
+            let mut b = [0u8; rdma_api::NOTIFY_MAX];
+            b[0..4].copy_from_slice(&ctx.to_le_bytes());
+            b[4..8].copy_from_slice(&src.to_le_bytes());
+            b[8..12].copy_from_slice(&tag.to_le_bytes());
+            if len > 0 {
+                // SAFETY: caller contract; len ≤ 36 fits after the 12-byte header.
+                unsafe { std::ptr::copy_nonoverlapping(buf, b.as_mut_ptr().add(INLINE_HDR), len) };
+            }
+            self.dev
+                .notify(dest, IMM_INLINE_SHORT, &b[..INLINE_HDR + len])?;
+            return self.reqs.alloc(State::Done, std::ptr::null_mut(), 0);
+        }
         if len <= self.settings.eager_limit {
             let payload: &[u8] = if len == 0 {
                 &[]

@@ -26,6 +26,21 @@
 //! * `10` DATA: the low bits are the receiver's request id of the rendezvous receive;
 //! * `11` CREDIT: low bits 0; the writer updated its credit word in our heap.
 //! * `00` is never sent (a protocol error).
+//!
+//! ## Inline SHORT ([`IMM_INLINE_SHORT`])
+//! When the device offers inline notifications (`Device::max_notify_data`, device-shm: 48
+//! bytes), a SHORT of up to 48 − [`INLINE_HDR`] = 36 bytes travels in the notification
+//! itself, without a CTRL slot or a credit: `Device::notify` with imm
+//! [`IMM_INLINE_SHORT`] (= CTRL with the never-used slot index 2^30 − 1) and the bytes
+//! ```text
+//! bytes 0..4   context id (u32)
+//! bytes 4..8   source rank in the communicator (i32)
+//! bytes 8..12  tag (i32)
+//! bytes 12..   payload
+//! ```
+//! It is ordered with the CTRL messages to the same destination (the device orders
+//! notifications; the sender uses it only when no CTRL message to that destination is
+//! queued).
 
 /// Bytes reserved for the header at the start of every CTRL slot.
 pub const HDR_RESERVED: usize = 64;
@@ -49,6 +64,10 @@ pub const IMM_CREDIT: u32 = 3 << 30;
 pub const IMM_KIND_MASK: u32 = 3 << 30;
 /// Mask of the immediate's argument bits (30 bits).
 pub const IMM_ARG_MASK: u32 = (1 << 30) - 1;
+/// Immediate of an inline SHORT (`Device::notify`), see the module doc.
+pub const IMM_INLINE_SHORT: u32 = IMM_CTRL | IMM_ARG_MASK;
+/// Bytes of the inline SHORT header (context, source, tag).
+pub const INLINE_HDR: usize = 12;
 
 /// A decoded CTRL header. All kinds share one layout; unused fields are 0.
 #[repr(C)]

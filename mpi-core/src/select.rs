@@ -210,6 +210,22 @@ impl Device for Composite {
             ))),
         }
     }
+    fn max_notify_data(&self, peer: usize) -> usize {
+        match self.via_shm.get(peer) {
+            Some(true) => self.shm.max_notify_data(peer),
+            _ => 0,
+        }
+    }
+    #[inline]
+    fn notify(&mut self, peer: usize, imm: u32, data: &[u8]) -> rdma_api::Result<()> {
+        match self.via_shm.get(peer) {
+            Some(true) => self.shm.notify(peer, imm, data),
+            _ => self.tcp.notify(peer, imm, data),
+        }
+    }
+    fn busy(&mut self) -> bool {
+        self.shm.busy() | self.tcp.busy()
+    }
     fn poll(&mut self, events: &mut Vec<Event>) -> rdma_api::Result<usize> {
         let a = self.shm.poll(events)?;
         Ok(a + self.tcp.poll(events)?)

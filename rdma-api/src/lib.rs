@@ -96,7 +96,22 @@ pub enum Event {
         /// Number of bytes the write carried.
         len: usize,
     },
+    /// A notification with inline bytes from [`Device::notify`] (no memory was written).
+    RecvInline {
+        /// The notifying rank.
+        peer: usize,
+        /// The control word given to [`Device::notify`].
+        imm: u32,
+        /// Number of valid bytes in `data` (at most [`NOTIFY_MAX`]).
+        len: usize,
+        /// The bytes given to [`Device::notify`], zero-padded.
+        data: [u8; NOTIFY_MAX],
+    },
 }
+
+/// Upper bound of [`Device::max_notify_data`]: the inline bytes an [`Event::RecvInline`]
+/// holds (device-shm: one 64-byte notification ring entry minus its 16-byte head).
+pub const NOTIFY_MAX: usize = 48;
 
 /// What a device can do; the protocol layer chooses by these (as UCX's transports advertise
 /// their capabilities).
@@ -199,6 +214,38 @@ pub trait Device: Send {
     /// (RDMA_NET_LOOKUP, blocking). Callers then [`Device::poll`]. Used by the progress
     /// engine's back-off so that idle ranks leave the CPU to others.
     fn wait(&mut self, timeout: Duration) -> Result<()>;
+
+    /// Largest `data` that [`Device::notify`] carries to `peer` (at most [`NOTIFY_MAX`]);
+    /// 0 when the device has no inline notifications to that peer (the default). Devices
+    /// whose notifications are a queue entry in the receiver's memory (device-shm) offer
+    /// them so that a tiny message costs the receiver one cache line; a verbs device could
+    /// map them onto a SEND with inline data.
+    fn max_notify_data(&self, _peer: usize) -> usize {
+        0
+    }
+
+    /// Sends a notification that carries `data` (at most [`Device::max_notify_data`]
+    /// bytes) inline, without writing any memory: `peer` gets [`Event::RecvInline`] with
+    /// `imm` and the bytes. Ordered like a write with `imm` (issue order with every other
+    /// write and notification to `peer`). `data` is copied before `notify` returns; no
+    /// [`Event::Sent`] is raised. Errors: [`DeviceError::InvalidArgument`] for a bad peer or
+    /// `data` too long (always, by default: the device has no inline notifications);
+    /// [`DeviceError::PeerLost`].
+    fn notify(&mut self, peer: usize, imm: u32, data: &[u8]) -> Result<()> {
+        let _ = imm;
+        Err(DeviceError::InvalidArgument(format!(
+            "notify with {} bytes to rank {peer}: this device has no inline notifications",
+            data.len()
+        )))
+    }
+
+    /// Whether the device is in the middle of work that needs further [`Device::poll`] calls
+    /// but raises no event yet (e.g. device-shm's pipelined copies: chunks still to stage,
+    /// or a chunk copied out since the last call). The progress engine does not back off
+    /// (yield, block in [`Device::wait`]) while this is true. Default: false.
+    fn busy(&mut self) -> bool {
+        false
+    }
 
     /// Orderly shutdown, collective over all ranks: completes every queued write, tells each
     /// peer that this rank is done, and waits until every peer said the same. After this a
