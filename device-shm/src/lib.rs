@@ -21,9 +21,10 @@
 //!     counter (head line, word 1), which frees the staging slot. Both cores copy at once
 //!     (like MPICH's LMT copy buffers); the write stays queued (behind it, later
 //!     notifications to that peer) until its last chunk is staged, then raises `Sent` and
-//!     pushes its own notification. [`Device::busy`] stays true meanwhile (and after a
-//!     chunk was copied out) so that the progress engine does not back off. The staging
-//!     areas are pre-faulted at start-up (MADV_POPULATE_WRITE), by owner and sender.
+//!     pushes its own notification. [`Device::busy`] says whether a chunk was staged or
+//!     copied out since its last call, so that the progress engine does not back off
+//!     while the copy moves (and does when it is stuck). The staging areas are
+//!     pre-faulted at start-up (MADV_POPULATE_WRITE), by owner and sender.
 //!   - **cross-memory attach** (smaller writes, and writes without `sid`, which must be
 //!     copied before `write` returns): `process_vm_writev` into the peer's address space
 //!     (the pid is in the peer's segment header). The kernel checks the remote addresses,
@@ -167,7 +168,7 @@ pub struct ShmDevice {
     chunk: usize,
     /// Smallest write to a non-heap region that is pipelined.
     pipe_min: usize,
-    /// A chunk was copied out since the last [`Device::busy`].
+    /// A chunk was staged or copied out since the last [`Device::busy`].
     active: bool,
     polls: u32,
     check_due: bool,
@@ -379,6 +380,7 @@ impl ShmDevice {
                         p.chunk_tail += 1;
                         t.done += n;
                         pushed = true;
+                        self.active = true;
                     }
                     if t.done < t.len {
                         p.queue.push_front(Op::Pipe(t));
@@ -464,10 +466,12 @@ impl ShmDevice {
         if self.overflowing > 0 {
             self.flush_overflow();
         }
-        if keep {
-            events.extend(self.events.drain(..));
-        } else {
-            self.events.clear();
+        if !self.events.is_empty() {
+            if keep {
+                events.extend(self.events.drain(..));
+            } else {
+                self.events.clear();
+            }
         }
         self.receive(events, keep)?;
         self.polls = self.polls.wrapping_add(1);
@@ -926,11 +930,13 @@ impl Device for ShmDevice {
         Ok(())
     }
 
-    /// True while a pipelined write of ours is not fully staged, or if a chunk was copied
-    /// out since the last call: the progress engine keeps polling without back-off.
+    /// True if a chunk was staged (by us as sender) or copied out (as receiver) since the
+    /// last call: the progress engine keeps polling without back-off while a pipelined
+    /// copy moves, but backs off as usual when it is stuck (e.g. the peer is descheduled:
+    /// then `wait` sleeps up to 50 µs at a time until the peer frees staging space).
     #[inline]
     fn busy(&mut self) -> bool {
-        std::mem::take(&mut self.active) || self.pipes > 0
+        std::mem::take(&mut self.active)
     }
 
     /// Flushes overflowing notifications, hands out local events, consumes every local
@@ -947,7 +953,7 @@ impl Device for ShmDevice {
     /// Returns at once if events are pending; otherwise sleeps on the futex of our segment
     /// until a peer pushes a notification, or `timeout`.
     fn wait(&mut self, timeout: Duration) -> Result<()> {
-        if !self.events.is_empty() || self.pipes > 0 || self.pending() {
+        if !self.events.is_empty() || self.pending() {
             return Ok(());
         }
         if self.overflowing > 0 {

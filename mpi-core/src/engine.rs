@@ -529,9 +529,22 @@ impl Mpi {
         tag: i32,
         comm: Comm,
     ) -> Result<()> {
-        // SAFETY: forwarded caller contract; the wait below ends the buffer's use.
-        let r = unsafe { self.isend(buf, count, dt, dest, tag, comm) }?;
-        self.wait(r).map(|_| ())
+        let (ctx, n, me) = self.comm_info(comm)?;
+        Self::check_count(count)?;
+        Self::check_rank(dest, n, false)?;
+        Self::check_tag(tag, false)?;
+        Self::check_buf(buf, count)?;
+        if dest == crate::PROC_NULL {
+            return Ok(());
+        }
+        let len = count as usize * dt.size();
+        let wd = self.world_rank(ctx, dest);
+        // SAFETY: forwarded caller contract; the wait below ends the buffer's use. An
+        // eager send is complete at once and needs no request.
+        match unsafe { self.start_send(buf, len, wd, ctx, me, tag) }? {
+            None => Ok(()),
+            Some(id) => self.wait(Request(id)).map(|_| ()),
+        }
     }
 
     /// MPI_Recv: [`Mpi::irecv`] + [`Mpi::wait`]. Errors also MPI_ERR_TRUNCATE.

@@ -100,6 +100,10 @@ impl Queues {
     /// Removes and returns the first posted receive matching the arrived envelope `m`.
     #[inline]
     pub fn take_posted(&mut self, m: &Envelope) -> Option<Posted> {
+        // Fast path: the oldest posted receive matches (ping-pong, ordered streams).
+        if self.posted.front()?.env.matches(m) {
+            return self.posted.pop_front();
+        }
         let i = self.posted.iter().position(|p| p.env.matches(m))?;
         self.posted.remove(i)
     }
@@ -107,6 +111,9 @@ impl Queues {
     /// Removes and returns the first unexpected message matching pattern `p`.
     #[inline]
     pub fn take_unexpected(&mut self, p: &Envelope) -> Option<Unexpected> {
+        if p.matches(&self.unexpected.front()?.env) {
+            return self.unexpected.pop_front();
+        }
         let i = self.unexpected.iter().position(|u| p.matches(&u.env))?;
         self.unexpected.remove(i)
     }

@@ -516,6 +516,28 @@ impl Mpi {
         src: i32,
         tag: i32,
     ) -> Result<u32> {
+        // SAFETY: forwarded caller contract.
+        match unsafe { self.start_send(buf, len, dest, ctx, src, tag) }? {
+            Some(id) => Ok(id),
+            None => self.reqs.alloc(State::Done, std::ptr::null_mut(), 0),
+        }
+    }
+
+    /// Starts a send as [`Mpi::isend_raw`]; `None` when it is already complete (eager:
+    /// the payload was copied), so that a blocking send needs no request.
+    ///
+    /// # Safety
+    /// As [`Mpi::isend_raw`].
+    #[inline]
+    pub(crate) unsafe fn start_send(
+        &mut self,
+        buf: *const u8,
+        len: usize,
+        dest: usize,
+        ctx: u32,
+        src: i32,
+        tag: i32,
+    ) -> Result<Option<u32>> {
         if self.queued > 0 && !self.fifo[dest].is_empty() {
             self.progress_once()?;
         }
@@ -542,7 +564,7 @@ impl Mpi {
             }
             self.dev
                 .notify(dest, IMM_INLINE_SHORT, &b[..INLINE_HDR + len])?;
-            return self.reqs.alloc(State::Done, std::ptr::null_mut(), 0);
+            return Ok(None);
         }
         if len <= self.settings.eager_limit {
             let payload: &[u8] = if len == 0 {
@@ -552,7 +574,7 @@ impl Mpi {
                 unsafe { std::slice::from_raw_parts(buf, len) }
             };
             self.send_ctrl(dest, &h, payload)?;
-            self.reqs.alloc(State::Done, std::ptr::null_mut(), 0)
+            Ok(None)
         } else {
             let id = self
                 .reqs
@@ -563,7 +585,7 @@ impl Mpi {
                 self.reqs.release(id);
                 return Err(e);
             }
-            Ok(id)
+            Ok(Some(id))
         }
     }
 
