@@ -799,7 +799,9 @@ impl Mpi {
         let mut idle_since: Option<Instant> = None;
         let mut wait = b.wait_min;
         let mut idle_polls = 0u32;
-        let mut spinning = false;
+        // The first 64 idle polls spin without reading the clock: a message that arrives
+        // soon (ping-pong) is handled without any clock read on the path.
+        let mut spinning = true;
         loop {
             if done(self) {
                 return Ok(());
@@ -808,7 +810,7 @@ impl Mpi {
                 idle_since = None;
                 wait = b.wait_min;
                 idle_polls = 0;
-                spinning = false;
+                spinning = true;
                 continue;
             }
             // Read the clock only every 64th idle poll while spinning: a shared-memory poll
