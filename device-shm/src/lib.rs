@@ -872,6 +872,91 @@ impl Device for ShmDevice {
         Ok(())
     }
 
+    /// True for every rank this device reaches.
+    fn can_write_bytes(&self, peer: usize) -> bool {
+        self.reaches(peer)
+    }
+
+    /// Heap destinations (key 0) only: the parts are copied straight into our mapping of
+    /// the peer's heap (or our own heap for a self write), then the notification follows
+    /// as for [`Device::write`]. Other keys: [`DeviceError::InvalidArgument`].
+    #[inline]
+    fn write_bytes(
+        &mut self,
+        peer: usize,
+        parts: [&[u8]; 2],
+        remote_key: RegionKey,
+        remote_offset: usize,
+        imm: Option<u32>,
+    ) -> Result<()> {
+        let len = parts[0].len() + parts[1].len();
+        if peer >= self.size || self.finalized || remote_key.0 != 0 {
+            return Err(DeviceError::InvalidArgument(format!(
+                "write_bytes of {len} bytes to {remote_key} at rank {peer}: bad peer or key \
+                 (heap only), or finalized"
+            )));
+        }
+        let bad = || {
+            DeviceError::InvalidAccess(format!(
+                "write of {len} bytes at offset {remote_offset} of {remote_key} at rank {peer}: \
+                 outside the heap"
+            ))
+        };
+        if peer == self.rank {
+            let dst = self.local_range(0, remote_offset, len).ok_or_else(bad)?;
+            // SAFETY: `dst .. dst+len` lies in our heap (checked); the parts are the
+            // caller's slices; copy allows overlap.
+            unsafe {
+                std::ptr::copy(parts[0].as_ptr(), dst, parts[0].len());
+                std::ptr::copy(parts[1].as_ptr(), dst.add(parts[0].len()), parts[1].len());
+            }
+            if let Some(imm) = imm {
+                self.events.push_back(Event::Recv { peer, imm, len });
+            }
+            return Ok(());
+        }
+        let me = self.rank;
+        let Some(p) = self.peers[peer].as_mut() else {
+            return Err(DeviceError::InvalidArgument(format!(
+                "rank {peer} is not on this host"
+            )));
+        };
+        if p.lost {
+            return Err(DeviceError::PeerLost {
+                peer,
+                reason: "the peer is gone".into(),
+            });
+        }
+        match remote_offset.checked_add(len) {
+            Some(end) if end <= p.heap_len => {}
+            _ => return Err(bad()),
+        }
+        // SAFETY: the destination lies inside our mapping of the peer's heap (checked
+        // against the mapping's length); the parts are the caller's slices, in our memory,
+        // not in that mapping's destination range.
+        unsafe {
+            let dst = p.heap.add(remote_offset);
+            std::ptr::copy_nonoverlapping(parts[0].as_ptr(), dst, parts[0].len());
+            std::ptr::copy_nonoverlapping(
+                parts[1].as_ptr(),
+                dst.add(parts[0].len()),
+                parts[1].len(),
+            );
+        }
+        if let Some(imm) = imm {
+            let meta = ((len as u64) << F_SHIFT) | F_IMM;
+            if !p.queue.is_empty() || !push(p, me, imm, meta, &[0; 6]) {
+                if p.queue.is_empty() {
+                    self.overflowing += 1;
+                }
+                p.queue.push_back(Op::Note(imm, meta, [0; 6]));
+            } else {
+                wake(p);
+            }
+        }
+        Ok(())
+    }
+
     /// [`NOTIFY_MAX`] (48 bytes) for every rank this device reaches.
     fn max_notify_data(&self, peer: usize) -> usize {
         if self.reaches(peer) {

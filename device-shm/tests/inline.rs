@@ -1,4 +1,5 @@
-//! Inline notifications (`Device::notify`): the bytes travel in the 64-byte ring entry.
+//! Inline notifications (`Device::notify`): the bytes travel in the 64-byte ring entry;
+//! and `Device::write_bytes` (unregistered source copied straight into the peer's heap).
 //! Sizes 0..=48 and past it, integrity, order with ordinary writes, ring overflow, self
 //! notifications, and a sleeping receiver woken by one.
 
@@ -113,6 +114,69 @@ fn sleeping_receiver_woken_by_inline() {
                 check_inline(r.next_event_blocking(), 0, i, &d);
             }
         }
+        r.dev.finalize().unwrap();
+    });
+}
+
+/// `write_bytes` (unregistered, gathered source) into the peer's heap: sizes 0..64 KiB in
+/// two parts, in order with inline notifications; bounds and key errors; a self write.
+#[test]
+fn write_bytes_gather_order_and_errors() {
+    use rdma_api::RegionKey;
+    const HEAP: usize = 1 << 20;
+    run_job(2, HEAP, |mut r| {
+        assert!(r.dev.can_write_bytes(1 - r.rank()));
+        let sizes = [0usize, 1, 63, 64, 65, 4096, 8192 + 7, 65536];
+        for (i, &n) in sizes.iter().enumerate() {
+            let a = pattern(i as u64, n.min(64));
+            let b = pattern(100 + i as u64, n - n.min(64));
+            let off = 4096 + 64 * i;
+            let k = 2 * i as u32;
+            if r.rank() == 0 {
+                r.dev
+                    .write_bytes(1, [&a, &b], RegionKey(0), off, Some(k))
+                    .unwrap();
+                r.dev.notify(1, k + 1, &a[..a.len().min(48)]).unwrap();
+            } else {
+                assert_eq!(
+                    r.next_event(),
+                    Event::Recv {
+                        peer: 0,
+                        imm: k,
+                        len: n
+                    }
+                );
+                assert_eq!(r.heap.get(off, a.len()), a.as_slice());
+                assert_eq!(r.heap.get(off + a.len(), b.len()), b.as_slice());
+                check_inline(r.next_event(), 0, k + 1, &a[..a.len().min(48)]);
+            }
+            r.barrier();
+        }
+        if r.rank() == 0 {
+            let e = r
+                .dev
+                .write_bytes(1, [&[1u8; 8], &[]], RegionKey(0), HEAP - 4, Some(1))
+                .unwrap_err();
+            assert!(matches!(e, DeviceError::InvalidAccess(_)), "{e}");
+            let e = r
+                .dev
+                .write_bytes(1, [&[1u8; 8], &[]], RegionKey(5), 0, Some(1))
+                .unwrap_err();
+            assert!(matches!(e, DeviceError::InvalidArgument(_)), "{e}");
+            r.dev
+                .write_bytes(0, [b"sel", b"f!"], RegionKey(0), 100, Some(77))
+                .unwrap();
+            assert_eq!(
+                r.next_event(),
+                Event::Recv {
+                    peer: 0,
+                    imm: 77,
+                    len: 5
+                }
+            );
+            assert_eq!(r.heap.get(100, 5), b"self!");
+        }
+        r.barrier();
         r.dev.finalize().unwrap();
     });
 }

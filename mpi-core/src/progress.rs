@@ -451,11 +451,27 @@ impl Mpi {
     }
 
     /// Copy 1: header and payload into the staging slot, then one device write into the
-    /// destination's ring.
+    /// destination's ring; or, when the device takes unregistered sources
+    /// (`Device::write_bytes`, device-shm), one copy straight into the destination's slot.
     fn write_ctrl(&mut self, dest: usize, h: &Header, payload: &[u8]) -> Result<()> {
         debug_assert!(payload.len() <= self.lay.payload_max());
         let s = self.lay.slots;
         let slot = (self.sent[dest] % s as u64) as usize;
+        if self.dev.can_write_bytes(dest) {
+            // The device copies header and payload straight into the destination's slot
+            // (device-shm): no staging copy, no Sent event, the staging slot stays free.
+            let mut hb = [0u8; HDR_RESERVED];
+            h.encode(&mut hb);
+            self.dev.write_bytes(
+                dest,
+                [&hb, payload],
+                self.heap_keys[dest],
+                self.lay.ring_slot(self.rank, slot),
+                Some(IMM_CTRL | slot as u32),
+            )?;
+            self.sent[dest] += 1;
+            return Ok(());
+        }
         let off = self.lay.staging_slot(dest, slot);
         // SAFETY: the staging slot lies in the heap and is not in flight (can_send); the
         // payload fits (≤ eager limit = slot payload).

@@ -223,6 +223,27 @@ impl Device for Composite {
             _ => self.tcp.notify(peer, imm, data),
         }
     }
+    fn can_write_bytes(&self, peer: usize) -> bool {
+        matches!(self.via_shm.get(peer), Some(true)) && self.shm.can_write_bytes(peer)
+    }
+    #[inline]
+    fn write_bytes(
+        &mut self,
+        peer: usize,
+        parts: [&[u8]; 2],
+        remote_key: RegionKey,
+        remote_offset: usize,
+        imm: Option<u32>,
+    ) -> rdma_api::Result<()> {
+        match self.via_shm.get(peer) {
+            Some(true) => self
+                .shm
+                .write_bytes(peer, parts, remote_key, remote_offset, imm),
+            _ => self
+                .tcp
+                .write_bytes(peer, parts, remote_key, remote_offset, imm),
+        }
+    }
     fn busy(&mut self) -> bool {
         self.shm.busy() | self.tcp.busy()
     }

@@ -239,6 +239,34 @@ pub trait Device: Send {
         )))
     }
 
+    /// Whether [`Device::write_bytes`] is available towards `peer` (default: false).
+    fn can_write_bytes(&self, _peer: usize) -> bool {
+        false
+    }
+
+    /// A write whose source is ordinary (unregistered) memory, gathered from `parts`
+    /// (their concatenation lands at (`remote_key`, `remote_offset`) at `peer`), copied
+    /// before the call returns (no [`Event::Sent`]); with `imm`, the peer gets
+    /// [`Event::Recv`] (len = total bytes) as for [`Device::write`], in the same order as
+    /// every other write and notification to `peer`. For devices whose write is a CPU copy
+    /// (device-shm: straight into the peer's heap mapping), this saves staging the bytes in
+    /// a registered buffer first (like verbs' inline sends, which also take unregistered
+    /// memory). Errors as [`Device::write`]; by default [`DeviceError::InvalidArgument`]
+    /// (unsupported: see [`Device::can_write_bytes`]).
+    fn write_bytes(
+        &mut self,
+        peer: usize,
+        parts: [&[u8]; 2],
+        remote_key: RegionKey,
+        remote_offset: usize,
+        imm: Option<u32>,
+    ) -> Result<()> {
+        let _ = (parts, remote_key, remote_offset, imm);
+        Err(DeviceError::InvalidArgument(format!(
+            "write_bytes to rank {peer}: not supported by this device"
+        )))
+    }
+
     /// Whether the device is in the middle of work that needs further [`Device::poll`] calls
     /// but raises no event yet (e.g. device-shm's pipelined copies: chunks still to stage,
     /// or a chunk copied out since the last call). The progress engine does not back off
