@@ -73,14 +73,18 @@ struct Rx {
     hdr: [u8; HDR_LEN],
     /// Header bytes received so far (0 while a payload is active).
     hdr_got: usize,
-    /// A payload is being received into `dst`.
+    /// A payload is being received into `dst`, inside region `key`.
     active: bool,
+    /// The region the payload lands in. Deregistering exactly this key stops the frame;
+    /// other regions may overlap it (several receive buffers in the same memory are
+    /// legal), so deregistering one of those must not.
+    key: u32,
     dst: *mut u8,
     len: usize,
     got: usize,
     imm: Option<u32>,
-    /// The destination region was deregistered mid-frame: the rest of the payload is
-    /// drained into the device's scratch buffer, then the frame is a protocol error.
+    /// The destination region (`key`) was deregistered mid-frame: the rest of the payload
+    /// is drained into the device's scratch buffer, then the frame is a protocol error.
     discard: bool,
 }
 
@@ -107,6 +111,7 @@ impl Peer {
                 hdr: [0; HDR_LEN],
                 hdr_got: 0,
                 active: false,
+                key: 0,
                 dst: std::ptr::null_mut(),
                 len: 0,
                 got: 0,
@@ -245,10 +250,11 @@ impl Peer {
                 iovs[0] = sys::iov(rx.hdr[rx.hdr_got..].as_mut_ptr(), rem);
                 (1, rem)
             };
-            // SAFETY: iovs[0] of an active payload is inside a region validated by
-            // Regions::range when its header arrived and still registered (deregister
-            // switches such a frame to `discard`); registered memory is valid for writes by
-            // register's contract. Scratch and header iovecs point into our own buffers.
+            // SAFETY: iovs[0] of an active payload is inside region `rx.key`, validated by
+            // Regions::range when its header arrived and still registered (deregistering
+            // that key switches the frame to `discard`); registered memory is valid for
+            // writes by register's contract. Scratch and header iovecs point into our own
+            // buffers.
             let n = match unsafe { sys::recv_vectored(self.fd, &mut iovs[..n_iov]) } {
                 Ok(0) => return Err(self.lose(peer, "connection closed by peer before BYE".into())),
                 Ok(n) => n,
@@ -308,6 +314,7 @@ impl Peer {
                 } else {
                     let rx = &mut self.rx;
                     rx.active = true;
+                    rx.key = h.key;
                     rx.dst = dst;
                     // The range check guarantees len <= region length <= usize::MAX.
                     rx.len = h.len as usize;
@@ -517,18 +524,24 @@ impl Device for TcpDevice {
     }
 
     /// Errors: [`DeviceError::InvalidArgument`] if `key` is not registered. A write that is
-    /// arriving into the region at this moment is not written further (its remaining bytes
-    /// are drained and discarded) and is reported by a later poll as
-    /// [`DeviceError::Protocol`]. Queued outgoing writes whose source lies in the region
-    /// are not affected: with `sid`, the caller keeps the source valid until `Sent` anyway.
+    /// arriving into region `key` at this moment is not written further (its remaining
+    /// bytes are drained and discarded) and is reported by a later poll as
+    /// [`DeviceError::Protocol`]. Writes arriving into *other* regions are not affected,
+    /// even when those overlap `key`'s memory: overlapping registrations are legal (e.g. a
+    /// window of receives posted into one buffer, each registered on its own), and the
+    /// memory stays valid through the other region's registration. Queued outgoing writes
+    /// whose source lies in the region are not affected either: with `sid`, the caller
+    /// keeps the source valid until `Sent` anyway.
     fn deregister(&mut self, key: RegionKey) -> Result<()> {
-        let Some(region) = self.regions.remove(key.0) else {
+        if self.regions.remove(key.0).is_none() {
             return Err(DeviceError::InvalidArgument(format!(
                 "{key} is not registered"
             )));
-        };
+        }
         for p in &mut self.peers {
-            if p.rx.active && region.contains(p.rx.dst) {
+            // By key, not by address: the arriving frame was validated against region
+            // `p.rx.key` only, so only that region's deregistration revokes it.
+            if p.rx.active && p.rx.key == key.0 {
                 p.rx.discard = true;
                 if self.scratch.is_empty() {
                     self.scratch = vec![0; SCRATCH_LEN];

@@ -3,6 +3,8 @@
 //! Key 0 is the heap given to the constructor and is looked up without hashing; other keys
 //! come from a monotonic counter, so a key is not reused until the 32-bit counter wraps, and
 //! a stale key arriving from the wire is rejected instead of hitting newer memory.
+//! Regions may overlap (also the heap): each registration is its own key, and removing one
+//! leaves the others, and the writes arriving into them, alone.
 
 use rdma_api::{DeviceError, RegionKey, Result};
 use std::collections::HashMap;
@@ -13,14 +15,6 @@ use std::hash::{BuildHasherDefault, Hasher};
 pub(crate) struct Region {
     base: *mut u8,
     len: usize,
-}
-
-impl Region {
-    /// Whether `p` points into the region.
-    pub fn contains(&self, p: *const u8) -> bool {
-        let (b, a) = (self.base as usize, p as usize);
-        a >= b && a - b < self.len
-    }
 }
 
 /// A multiplicative hash for u32 keys (keys are sequential, so no DoS concern).
@@ -135,11 +129,26 @@ mod tests {
         assert_eq!(k1, RegionKey(1));
         assert_eq!(t.range(1, 2, 8), Some(b2.as_mut_ptr().wrapping_add(2)));
         let r = t.remove(1).unwrap();
-        assert!(r.contains(b2.as_ptr().wrapping_add(9)));
-        assert!(!r.contains(b2.as_ptr().wrapping_add(10)));
+        assert_eq!((r.base, r.len), (b2.as_mut_ptr(), 10));
         assert!(t.remove(1).is_none());
         assert!(t.range(1, 0, 1).is_none());
         let k2 = t.insert(b2.as_mut_ptr(), 10).unwrap();
         assert_ne!(k1, k2, "keys are not reused");
+    }
+
+    #[test]
+    fn overlapping_regions_are_independent() {
+        let mut heap = vec![0u8; 100];
+        let mut t = Regions::new(heap.as_mut_ptr(), 100);
+        let p = heap.as_mut_ptr();
+        let a = t.insert(p, 100).unwrap();
+        let b = t.insert(p, 100).unwrap();
+        let c = t.insert(p.wrapping_add(50), 10).unwrap();
+        assert_ne!(a, b);
+        assert!(t.remove(a.0).is_some());
+        assert_eq!(t.range(b.0, 0, 100), Some(p));
+        assert_eq!(t.range(c.0, 5, 5), Some(p.wrapping_add(55)));
+        assert_eq!(t.range(HEAP_KEY, 0, 100), Some(p));
+        assert!(t.range(a.0, 0, 1).is_none());
     }
 }
