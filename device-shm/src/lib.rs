@@ -24,7 +24,8 @@
 //!     pushes its own notification. [`Device::busy`] says whether a chunk was staged or
 //!     copied out since its last call, so that the progress engine does not back off
 //!     while the copy moves (and does when it is stuck). The staging areas are
-//!     pre-faulted at start-up (MADV_POPULATE_WRITE), by owner and sender.
+//!     not pre-faulted (it would cost MPI_Init ~0.4 ms per MiB): the first chunks through
+//!     a staging area fault its pages in.
 //!   - **cross-memory attach** (smaller writes, and writes without `sid`, which must be
 //!     copied before `write` returns): `process_vm_writev` into the peer's address space
 //!     (the pid is in the peer's segment header). The kernel checks the remote addresses,
@@ -240,11 +241,6 @@ impl ShmDevice {
                 lost: false,
             });
             local_ranks.push(q);
-        }
-        for &q in &local_ranks {
-            me.prefault_stage(q);
-            let p = peers[q].as_ref().expect("local peer");
-            p.seg.prefault_stage(rank);
         }
         boot.barrier()?; // every local peer has attached
         me.unlink();

@@ -334,21 +334,6 @@ impl Segment {
         self.base.wrapping_add(self.lay.stage + s * STAGE_LEN)
     }
 
-    /// Pre-faults the staging area of sender `s` in this mapping (MADV_POPULATE_WRITE, no
-    /// change to the contents), so that the first pipelined copies do not page-fault.
-    /// Best effort: errors (old kernels) are ignored.
-    pub(crate) fn prefault_stage(&self, s: usize) {
-        // SAFETY: a page-aligned range inside our mapping; POPULATE_WRITE does not change
-        // the contents (it only faults the pages in).
-        unsafe {
-            libc::madvise(
-                self.stage(s) as *mut libc::c_void,
-                STAGE_LEN,
-                23, /* MADV_POPULATE_WRITE */
-            )
-        };
-    }
-
     /// Entry `i % RING` of ring `s` (written by rank `s`). `s < n` (checked).
     #[inline]
     pub(crate) fn entry(&self, s: usize, i: u64) -> &Entry {

@@ -28,6 +28,16 @@
 //! The arena is never mlocked and never touched here, so it costs address space only until
 //! the program uses it (the shared-memory file is sparse). A heap with a malloc arena is
 //! never unmapped (see `Drop`): the program may use and free its blocks after MPI_Finalize.
+//!
+//! ## Start-up cost
+//! The heap is neither mlocked nor pre-faulted: its pages (zero-filled, from the sparse
+//! shared-memory file or the anonymous mapping) are faulted in when first touched. Locking the
+//! 64 MiB heap (as earlier versions did) committed and zeroed all of it in MPI_Init: ~45 ms
+//! per rank with 2 ranks on the 2-core test machine, plus ~10 ms to free it at exit, the
+//! bulk of a 2-rank hello world's 70 ms; a short job touches a few pages of it. No device
+//! needs pinned heap pages (shared memory and TCP copy with the CPU, a verbs registration
+//! pins by itself).
+//!
 //! Each area starts on a 64-byte boundary; `slot_size` = header (64 B) + eager limit,
 //! rounded up to 64.
 
@@ -154,9 +164,9 @@ pub struct Heap {
 }
 
 impl Heap {
-    /// Maps the heap (anonymous, private, zeroed), tries to mlock it (failure is ignored:
-    /// the TCP device does not need pinned memory, verbs registration pins by itself) and
-    /// sets up the arena. Errors: MPI_ERR_NO_MEM when the mapping fails.
+    /// Maps the heap (anonymous, private, zeroed) and sets up the arena. Nothing is locked
+    /// or pre-faulted (see "Start-up cost" in the module documentation). Errors:
+    /// MPI_ERR_NO_MEM when the mapping fails.
     pub fn new(layout: HeapLayout) -> Result<Heap> {
         Heap::map_anonymous(layout)
     }
@@ -173,14 +183,6 @@ impl Heap {
                 ErrorClass::NoMem,
                 format!("shared heap of {len} bytes, {} needed", layout.total),
             ));
-        }
-        // SAFETY: the range lies in the segment's mapping, which `seg` (held by the heap)
-        // keeps alive; mlock only changes paging behaviour (failure is ignored). The malloc
-        // arena is not locked (it would commit all of it).
-        unsafe {
-            if libc::mlock(base as *const libc::c_void, layout.malloc) != 0 {
-                let _ = libc::mlock(base as *const libc::c_void, layout.arena);
-            }
         }
         // SAFETY: the arena range lies inside the mapping, which lives as long as `Heap`.
         let arena = unsafe {
@@ -218,13 +220,6 @@ impl Heap {
             ));
         }
         let base = p as *mut u8;
-        // SAFETY: the range was just mapped; mlock only changes paging behaviour. If the
-        // whole heap cannot be locked (RLIMIT_MEMLOCK), lock at least the protocol areas.
-        unsafe {
-            if libc::mlock(p, layout.malloc) != 0 {
-                let _ = libc::mlock(p, layout.arena);
-            }
-        }
         // SAFETY: the arena range lies inside the mapping, which lives as long as `Heap`.
         let arena = unsafe {
             linked_list_allocator::Heap::new(base.add(layout.arena), layout.malloc - layout.arena)

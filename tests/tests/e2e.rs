@@ -43,6 +43,26 @@ fn jacobi_same_result_on_1_to_4_ranks() {
     }
 }
 
+/// The start-up benchmark's program (MPI_Init + MPI_Finalize only) on 2 ranks under
+/// mpirun, on every device: it completes and rank 0 prints once (no timing assertion; the
+/// time is measured by `benchmarks/run --only hello`).
+#[test]
+fn hello_world_two_ranks_under_mpirun() {
+    let prog = build("benchmarks/c/hello.c", "hello");
+    for d in DEVICES {
+        for _ in 0..3 {
+            let out = Job::mpirun(2, &prog, &[]).env("MPI_DEVICE", d).run();
+            out.assert_success(&format!("hello, device {d}"));
+            assert_eq!(
+                out.stdout.matches("hello 2").count(),
+                1,
+                "device {d}: {}",
+                out.stdout
+            );
+        }
+    }
+}
+
 #[test]
 fn every_size_class_arrives_intact() {
     let prog = build("tests/c/sizes.c", "sizes");
