@@ -55,6 +55,19 @@
 //! `FUTEX_WAKE` (no system call on the fast path; the word is read-shared while nobody
 //! sleeps, so the check is a local cache hit).
 //!
+//! Why the sender keeps its fence (store `seq`; fence; load `sleep`): without it, x86-TSO
+//! lets the load pass the store still in the store buffer, so the sender can read
+//! sleep = 0 while the receiver (sleep = 1; fence; ring check) does not yet see the entry:
+//! both miss each other and the receiver sleeps until its timeout (1–10 ms in mpi-core's
+//! back-off) with a message pending — a lost wake-up, exactly when ranks oversubscribe the
+//! cores. With both fences, one of the two loads must see the other side's store (Dekker):
+//! either the receiver sees the entry and does not sleep, or the sender sees sleep = 1 and
+//! wakes it (FUTEX_WAIT re-checks the word, so a wake between check and wait is not lost).
+//! The fence's cost (it waits for the entry line's ownership, one line transfer) comes
+//! after the entry store, so it delays only the sender's next action, not the message; in
+//! a ping-pong the sender next waits for the answer anyway. Tests: `wait_is_woken_by_a_write`,
+//! `sleeping_receiver_woken_by_inline`, `sleeping_receiver_gets_pipelined_write`.
+//!
 //! ## Lifetime and failures
 //! [`ShmDevice::new`] is collective: after a barrier every rank opens its local peers'
 //! segments, then a second barrier, then each rank unlinks its own name: from then on
@@ -62,7 +75,7 @@
 //! `mpirs-<MPI_JOBID>-*`). [`Device::finalize`] pushes a BYE entry to every local peer and
 //! waits for theirs. A peer that drops its device without finalize marks its segment DEAD;
 //! a peer process that dies is seen through its pidfd. Both are reported by `poll` as
-//! [`DeviceError::PeerLost`] (checked every 1024 polls and after every `wait`).
+//! [`DeviceError::PeerLost`] (checked every 16384 polls and after every `wait`).
 
 mod segment;
 mod sys;
@@ -83,8 +96,10 @@ use std::time::Duration;
 
 /// Largest write (bytes): every write is copied synchronously, so also the inline limit.
 pub const MAX_WRITE: usize = isize::MAX as usize;
-/// Polls between two checks of the peers' liveness.
-const CHECK_EVERY: u32 = 1024;
+/// Polls between two checks of the peers' liveness (a pidfd `poll` system call per peer:
+/// every 16384 polls, some 0.3 ms of spinning, keeps it off the polling loop's cost; a
+/// `wait` always checks after sleeping).
+const CHECK_EVERY: u32 = 16384;
 
 /// A local peer: its mapped segment and our sender/receiver state for the pair.
 struct Peer {
