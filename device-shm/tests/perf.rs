@@ -147,3 +147,41 @@ fn pingpong_registered() {
         r.dev.finalize().unwrap();
     });
 }
+
+/// Ping-pong of 0-byte inline notifications (`Device::notify`): the device's floor under
+/// mpi-core's 0-byte MPI ping-pong (one cache line each way).
+#[test]
+#[ignore]
+fn pingpong_inline_latency() {
+    const WARM: usize = 2_000;
+    const ITERS: usize = 100_000;
+    run_job(2, 4096, |mut r| {
+        let other = 1 - r.rank();
+        let mut buf = Vec::with_capacity(64);
+        let mut t0 = Instant::now();
+        let wait_inline = |r: &mut Rank, buf: &mut Vec<Event>| {
+            while !matches!(spin_event(r, buf), Event::RecvInline { .. }) {}
+        };
+        for i in 0..WARM + ITERS {
+            if i == WARM {
+                t0 = Instant::now();
+            }
+            if r.rank() == 0 {
+                r.dev.notify(other, 1, &[0u8; 12]).unwrap();
+                wait_inline(&mut r, &mut buf);
+            } else {
+                wait_inline(&mut r, &mut buf);
+                r.dev.notify(other, 1, &[0u8; 12]).unwrap();
+            }
+        }
+        if r.rank() == 0 {
+            let rtt = t0.elapsed().as_secs_f64() / ITERS as f64;
+            println!(
+                "inline notify round trip: {:.3} us (half: {:.3} us)",
+                rtt * 1e6,
+                rtt * 5e5
+            );
+        }
+        r.dev.finalize().unwrap();
+    });
+}
