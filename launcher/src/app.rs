@@ -706,7 +706,9 @@ fn run(name: &str, o: Opts) -> io::Result<i32> {
     let mut job = Job {
         name: name.to_string(),
         ranks,
-        server: Server::new(server_ends, format!("kvs_{parent}_0"))?,
+        // The ranks recognise their mpirun by this name (`kvs_<MPI_JOBID>`): then all of
+        // them run on this host and share MPI_JOBID, and they skip the hostname exchange.
+        server: Server::new(server_ends, format!("kvs_{}", shm.jobid))?,
         pgid,
         running,
         sinks: Sinks {

@@ -300,7 +300,13 @@ impl Mpi {
                 let dev = make(boot.as_dyn(), heap.base(), heap.len())?;
                 (heap, dev)
             }
-            None => crate::select::build(boot.as_dyn(), &settings, lay, host)?,
+            None => {
+                let local_job = match &boot {
+                    BootHolder::Env(b) if host.is_none() => crate::select::mpirun_local_job(b),
+                    _ => None,
+                };
+                crate::select::build(boot.as_dyn(), &settings, lay, host, local_job.as_deref())?
+            }
         };
         if dev.rank() != rank || dev.size() != size {
             return Err(Error::new(

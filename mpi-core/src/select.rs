@@ -2,7 +2,9 @@
 //! lives.
 //!
 //! At start-up every rank publishes its hostname (`mpi-host-<rank>`) and rank 0 the job's
-//! shared-memory id (`mpi-shm-job`: `MPI_JOBID` from mpirun, else `<pid>-<random>`). Then:
+//! shared-memory id (`mpi-shm-job`: `MPI_JOBID` from mpirun, else `<pid>-<random>`). Ranks
+//! started by our `mpirun` skip this exchange (all on one host, `MPI_JOBID` shared; see
+//! [`mpirun_local_job`]), and so does `MPI_DEVICE=tcp`, which needs neither. Then:
 //!
 //! | `MPI_DEVICE` | heap | device |
 //! |---|---|---|
@@ -60,44 +62,65 @@ fn other(msg: String) -> Error {
     Error::new(ErrorClass::Other, msg)
 }
 
+/// The job id when this rank was started by our `mpirun` (which starts every rank of a job
+/// on its own host): `MPI_JOBID`, if the PMI-1 store is the one that mpirun named after it
+/// (`kvs_<MPI_JOBID>`, so variables inherited from an outer job do not count) and
+/// `MPI_LOCAL_SIZE` is the job size. Then [`build`] needs no hostname exchange.
+pub(crate) fn mpirun_local_job(boot: &pmi::Boot) -> Option<String> {
+    let raw = std::env::var("MPI_JOBID").ok()?;
+    let local_size: usize = std::env::var("MPI_LOCAL_SIZE").ok()?.parse().ok()?;
+    let kvs = boot.kvsname()?;
+    (local_size == boot.size() && kvs.strip_prefix("kvs_") == Some(raw.as_str()) && job_id() == raw)
+        .then_some(raw)
+}
+
 /// Creates the heap and the device of this rank (collective). `host` overrides the
-/// hostname (tests simulate several hosts with it).
+/// hostname (tests simulate several hosts with it). `local_job`: every rank runs on this
+/// host and this is the job's shared-memory id ([`mpirun_local_job`]); otherwise the ranks
+/// exchange hostnames and rank 0's id through the store. With `MPI_DEVICE=tcp` neither is
+/// needed.
 pub(crate) fn build(
     boot: &mut dyn Bootstrap,
     settings: &Settings,
     lay: HeapLayout,
     host: Option<&str>,
+    local_job: Option<&str>,
 ) -> Result<(Heap, Box<dyn Device>)> {
     let (rank, size) = (boot.rank(), boot.size());
-    let me = host.map_or_else(hostname, str::to_string);
-    boot.put(&format!("mpi-host-{rank}"), &me)?;
-    if rank == 0 {
-        boot.put("mpi-shm-job", &job_id())?;
-    }
-    boot.barrier()?;
-    let hosts = (0..size)
-        .map(|q| boot.get(&format!("mpi-host-{q}")))
-        .collect::<rdma_api::Result<Vec<String>>>()?;
-    let local: Vec<bool> = hosts.iter().map(|h| *h == me).collect();
-    let one_host = hosts.iter().all(|h| *h == hosts[0]);
-    if settings.device == DeviceChoice::Shm && !one_host {
-        let q = local.iter().position(|&l| !l).unwrap_or(0);
-        return Err(other(format!(
-            "MPI_DEVICE=shm, but rank {q} runs on host {:?} and this rank ({rank}) on {me:?}: \
-             shared memory reaches only ranks of one host (use MPI_DEVICE=auto or tcp)",
-            hosts[q]
-        )));
-    }
-    let use_shm = settings.device != DeviceChoice::Tcp;
-    let use_tcp = settings.device == DeviceChoice::Tcp || !one_host;
-    if !use_shm {
+    if settings.device == DeviceChoice::Tcp {
         let heap = Heap::new(lay)?;
         // SAFETY: the heap mapping outlives the device (the device field of `Mpi` is dropped
         // before the heap field).
         let tcp = unsafe { TcpDevice::new(boot, heap.base(), heap.len()) }?;
         return Ok((heap, Box::new(tcp)));
     }
-    let job = boot.get("mpi-shm-job")?;
+    let (job, local, one_host) = match local_job {
+        Some(job) => (job.to_string(), vec![true; size], true),
+        None => {
+            let me = host.map_or_else(hostname, str::to_string);
+            boot.put(&format!("mpi-host-{rank}"), &me)?;
+            if rank == 0 {
+                boot.put("mpi-shm-job", &job_id())?;
+            }
+            boot.barrier()?;
+            let hosts = (0..size)
+                .map(|q| boot.get(&format!("mpi-host-{q}")))
+                .collect::<rdma_api::Result<Vec<String>>>()?;
+            let local: Vec<bool> = hosts.iter().map(|h| *h == me).collect();
+            let one_host = hosts.iter().all(|h| *h == hosts[0]);
+            if settings.device == DeviceChoice::Shm && !one_host {
+                let q = local.iter().position(|&l| !l).unwrap_or(0);
+                return Err(other(format!(
+                    "MPI_DEVICE=shm, but rank {q} runs on host {:?} and this rank ({rank}) on \
+                     {me:?}: shared memory reaches only ranks of one host (use \
+                     MPI_DEVICE=auto or tcp)",
+                    hosts[q]
+                )));
+            }
+            (boot.get("mpi-shm-job")?, local, one_host)
+        }
+    };
+    let use_tcp = !one_host;
     let seg = Arc::new(Segment::create(&job, rank, size, lay.total).map_err(|e| {
         other(format!(
             "cannot create the shared-memory segment {} of {} bytes: {e}",

@@ -395,6 +395,15 @@ impl Boot {
         }
     }
 
+    /// The PMI-1 key-value space name (`get_my_kvsname`); `None` for PMI-2 and a
+    /// singleton.
+    pub fn kvsname(&self) -> Option<&str> {
+        match self {
+            Boot::Pmi(c) => Some(c.kvsname()),
+            Boot::Pmi2(_) | Boot::Singleton(_) => None,
+        }
+    }
+
     /// True when started without a process manager.
     pub fn is_singleton(&self) -> bool {
         matches!(self, Boot::Singleton(_))
