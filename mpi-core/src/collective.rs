@@ -5,7 +5,10 @@
 //! * bcast: binomial tree rooted at `root`;
 //! * reduce: binomial tree towards `root`; each node combines `acc = acc op child` in a
 //!   fixed order given by the tree, so the result does not depend on timing;
-//! * allreduce: reduce to rank 0, then bcast from 0 (bit-identical result on every rank).
+//! * allreduce: recursive doubling (small) or Rabenseifner's reduce-scatter + allgather
+//!   (large), with the usual fix-up for sizes that are not a power of two; every
+//!   combination is `lower-rank block op higher-rank block`, so the result is bit-identical
+//!   on every rank and deterministic.
 
 use crate::engine::{Comm, Mpi};
 use crate::matching::Envelope;
@@ -14,6 +17,13 @@ use crate::{Datatype, Error, ErrorClass, Op, Result};
 const TAG_BARRIER: i32 = 1000;
 const TAG_BCAST: i32 = 2;
 const TAG_REDUCE: i32 = 3;
+/// Allreduce: non-power-of-two fix-up before and after, then one tag per exchange step.
+const TAG_AR_PRE: i32 = 4;
+const TAG_AR_POST: i32 = 5;
+const TAG_AR_STEP: i32 = 2000;
+
+/// Largest allreduce (bytes) done by recursive doubling; above, Rabenseifner.
+const ALLREDUCE_SHORT: usize = 8192;
 
 /// A 16-byte-aligned scratch buffer of at least `len` bytes.
 fn scratch(len: usize) -> Vec<u128> {
@@ -282,9 +292,20 @@ impl Mpi {
         Ok(())
     }
 
-    /// MPI_Allreduce (MPI-4.1 §6.9.6): reduce to rank 0 then bcast, so the result is
-    /// identical (bit for bit) on every rank. `sendbuf == None` means MPI_IN_PLACE. Errors
-    /// as [`Mpi::reduce`].
+    /// MPI_Allreduce (MPI-4.1 §6.9.6). Small messages (≤ [`ALLREDUCE_SHORT`] bytes, or
+    /// fewer elements than ranks): recursive doubling, ⌈log2 n⌉ exchange steps (3 for 8
+    /// ranks instead of the 2·3 of reduce + bcast). Large messages: Rabenseifner's
+    /// reduce-scatter (recursive halving) + allgather (recursive doubling), each rank
+    /// sending ~2·len instead of log2(n)·len. Sizes that are not a power of two: the first
+    /// 2·r ranks (r = n − 2^⌊log2 n⌋) pair up, the even one hands its vector to the odd one
+    /// and gets the result back at the end.
+    ///
+    /// Combination order: always `lower-rank block op higher-rank block` (the lower block
+    /// as the `inout` of the kernel, as in [`Mpi::reduce`]); both partners of an exchange
+    /// combine the same two values in the same order, so every rank ends with the same bits
+    /// (also for MIN/MAX on ±0 and NaN, where operand order matters), and the bracketing is
+    /// fixed by the rank count, so results are deterministic. `sendbuf == None` means
+    /// MPI_IN_PLACE. Errors as [`Mpi::reduce`].
     ///
     /// # Safety
     /// Buffers valid for `count * dt.size()` bytes.
@@ -310,13 +331,241 @@ impl Mpi {
             return Ok(());
         }
         let c = count as usize;
-        // SAFETY: forwarded caller contract.
+        let len = c * dt.size();
+        if !std::ptr::eq(input, recvbuf) {
+            // SAFETY: both valid for `len` bytes (caller); ptr::copy tolerates overlap.
+            unsafe { std::ptr::copy(input, recvbuf, len) };
+        }
+        if n == 1 {
+            return Ok(());
+        }
+        let pof2 = 1usize << (usize::BITS - 1 - n.leading_zeros());
+        // SAFETY: forwarded caller contract; the input is now in `recvbuf`.
         unsafe {
-            self.reduce_impl(input, recvbuf, c, dt, op, 0, ctx + 1, n, me)?;
-            if n > 1 {
-                self.bcast_impl(recvbuf, c * dt.size(), 0, ctx + 1, n, me)?;
+            if len <= ALLREDUCE_SHORT || c < pof2 {
+                self.allreduce_rd(recvbuf, c, dt, op, ctx + 1, n, me as usize)
+            } else {
+                self.allreduce_rab(recvbuf, c, dt, op, ctx + 1, n, me as usize)
             }
         }
+    }
+
+    /// Non-power-of-two fix-up, first half: among the first `2·rem` ranks, each even rank
+    /// sends its vector `acc` to the next (odd) rank and drops out (`None`); the odd rank
+    /// combines `even op odd`. Returns the rank in the power-of-two group. `acc` and
+    /// `other` (both `len` bytes) may be swapped so that `acc` holds the partial result.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn fixup_in(
+        &mut self,
+        acc: &mut *mut u8,
+        other: &mut *mut u8,
+        count: usize,
+        dt: Datatype,
+        op: Op,
+        ctx: u32,
+        rem: usize,
+        me: usize,
+    ) -> Result<Option<usize>> {
+        let len = count * dt.size();
+        if me >= 2 * rem {
+            return Ok(Some(me - rem));
+        }
+        if me.is_multiple_of(2) {
+            // SAFETY: `acc` valid for len bytes until the wait returns.
+            let s =
+                unsafe { self.coll_send(*acc, len, ctx, me as i32, me as i32 + 1, TAG_AR_PRE) }?;
+            self.wait_id(s)?;
+            return Ok(None);
+        }
+        // SAFETY: `other` valid for len bytes; distinct from `acc`.
+        let r = unsafe { self.coll_recv(*other, len, ctx, me as i32 - 1, TAG_AR_PRE) }?;
+        self.wait_id(r)?;
+        // lower (received) op higher (ours): the lower block is the inout.
+        unsafe { crate::op::reduce_local(op, dt, *acc, *other, count) }?;
+        std::mem::swap(acc, other);
+        Ok(Some(me / 2))
+    }
+
+    /// Rank in the communicator of rank `nr` of the power-of-two group (see `fixup_in`).
+    fn from_group(nr: usize, rem: usize) -> i32 {
+        if nr < rem {
+            (2 * nr + 1) as i32
+        } else {
+            (nr + rem) as i32
+        }
+    }
+
+    /// Recursive-doubling allreduce of `count` elements held in `out` (the result goes
+    /// there too).
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn allreduce_rd(
+        &mut self,
+        out: *mut u8,
+        count: usize,
+        dt: Datatype,
+        op: Op,
+        ctx: u32,
+        n: usize,
+        me: usize,
+    ) -> Result<()> {
+        let len = count * dt.size();
+        let pof2 = 1usize << (usize::BITS - 1 - n.leading_zeros());
+        let rem = n - pof2;
+        let mut tmp = scratch(len);
+        let mut acc = out;
+        let mut other = tmp.as_mut_ptr() as *mut u8;
+        // SAFETY (whole body): `out` (caller) and `tmp` hold `len` bytes each and are
+        // distinct; every request is waited before its buffer is touched again.
+        let group = unsafe { self.fixup_in(&mut acc, &mut other, count, dt, op, ctx, rem, me) }?;
+        if let Some(nr) = group {
+            let mut mask = 1usize;
+            let mut step = 0;
+            while mask < pof2 {
+                let pr = nr ^ mask;
+                let peer = Self::from_group(pr, rem);
+                let tag = TAG_AR_STEP + step;
+                let r = unsafe { self.coll_recv(other, len, ctx, peer, tag) }?;
+                let s = unsafe { self.coll_send(acc, len, ctx, me as i32, peer, tag) }?;
+                self.wait_id(s)?;
+                self.wait_id(r)?;
+                if pr < nr {
+                    // The partner's block is the lower one: it is the inout.
+                    unsafe { crate::op::reduce_local(op, dt, acc, other, count) }?;
+                    std::mem::swap(&mut acc, &mut other);
+                } else {
+                    unsafe { crate::op::reduce_local(op, dt, other, acc, count) }?;
+                }
+                mask <<= 1;
+                step += 1;
+            }
+        }
+        unsafe { self.fixup_out(acc, out, len, ctx, rem, me) }?;
+        drop(tmp);
+        Ok(())
+    }
+
+    /// Non-power-of-two fix-up, second half: the odd rank of each pair returns the result
+    /// (`acc`) to its even partner, which receives it into `out`; everyone else copies
+    /// `acc` into `out` if it is elsewhere.
+    unsafe fn fixup_out(
+        &mut self,
+        acc: *mut u8,
+        out: *mut u8,
+        len: usize,
+        ctx: u32,
+        rem: usize,
+        me: usize,
+    ) -> Result<()> {
+        if me < 2 * rem && me.is_multiple_of(2) {
+            // SAFETY: `out` valid for len bytes (caller).
+            let r = unsafe { self.coll_recv(out, len, ctx, me as i32 + 1, TAG_AR_POST) }?;
+            return self.wait_id(r);
+        }
+        if me < 2 * rem {
+            // SAFETY: `acc` valid for len bytes until the wait returns.
+            let s =
+                unsafe { self.coll_send(acc, len, ctx, me as i32, me as i32 - 1, TAG_AR_POST) }?;
+            self.wait_id(s)?;
+        }
+        if !std::ptr::eq(acc, out) {
+            // SAFETY: distinct buffers of len bytes.
+            unsafe { std::ptr::copy_nonoverlapping(acc, out, len) };
+        }
+        Ok(())
+    }
+
+    /// Rabenseifner's allreduce of `count` (≥ power-of-two group size) elements held in
+    /// `out`: reduce-scatter by recursive halving (block i of the vector ends at group
+    /// rank i), then allgather by recursive doubling.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn allreduce_rab(
+        &mut self,
+        out: *mut u8,
+        count: usize,
+        dt: Datatype,
+        op: Op,
+        ctx: u32,
+        n: usize,
+        me: usize,
+    ) -> Result<()> {
+        let es = dt.size();
+        let len = count * es;
+        let pof2 = 1usize << (usize::BITS - 1 - n.leading_zeros());
+        let rem = n - pof2;
+        let (base, extra) = (count / pof2, count % pof2);
+        // First element of block b (b = pof2 is the end).
+        let disp = |b: usize| b * base + b.min(extra);
+        let mut tmp = scratch(len);
+        let mut acc = out;
+        let mut other = tmp.as_mut_ptr() as *mut u8;
+        // SAFETY (whole body): `out` (caller) and `tmp` hold `len` bytes each and are
+        // distinct; every request is waited before its buffer range is touched again;
+        // concurrent send and receive use disjoint ranges.
+        let group = unsafe { self.fixup_in(&mut acc, &mut other, count, dt, op, ctx, rem, me) }?;
+        if let Some(nr) = group {
+            // Reduce-scatter: the window [lo, hi) of blocks halves each step.
+            let (mut lo, mut hi) = (0usize, pof2);
+            let mut mask = pof2 >> 1;
+            let mut step = 0;
+            while mask > 0 {
+                let pr = nr ^ mask;
+                let peer = Self::from_group(pr, rem);
+                let mid = lo + mask;
+                let (keep, give) = if nr & mask == 0 {
+                    ((lo, mid), (mid, hi))
+                } else {
+                    ((mid, hi), (lo, mid))
+                };
+                let (ko, kn) = (disp(keep.0), disp(keep.1) - disp(keep.0));
+                let (go, gn) = (disp(give.0), disp(give.1) - disp(give.0));
+                let tag = TAG_AR_STEP + step;
+                let r = unsafe { self.coll_recv(other.add(ko * es), kn * es, ctx, peer, tag) }?;
+                let s = unsafe {
+                    self.coll_send(acc.add(go * es), gn * es, ctx, me as i32, peer, tag)
+                }?;
+                self.wait_id(s)?;
+                self.wait_id(r)?;
+                let (a, o) = unsafe { (acc.add(ko * es), other.add(ko * es)) };
+                if pr < nr {
+                    // The partner's block is the lower one: it is the inout. Only the kept
+                    // window matters from now on, so the buffers swap roles.
+                    unsafe { crate::op::reduce_local(op, dt, a, o, kn) }?;
+                    std::mem::swap(&mut acc, &mut other);
+                } else {
+                    unsafe { crate::op::reduce_local(op, dt, o, a, kn) }?;
+                }
+                (lo, hi) = keep;
+                mask >>= 1;
+                step += 1;
+            }
+            // Our block is final; gather everything into `out`.
+            if !std::ptr::eq(acc, out) {
+                let (o, k) = (disp(nr) * es, (disp(nr + 1) - disp(nr)) * es);
+                // SAFETY: distinct buffers, range inside both.
+                unsafe { std::ptr::copy_nonoverlapping(acc.add(o), out.add(o), k) };
+                acc = out;
+            }
+            let mut mask = 1usize;
+            while mask < pof2 {
+                let pr = nr ^ mask;
+                let peer = Self::from_group(pr, rem);
+                let mine = nr & !(mask - 1);
+                let theirs = pr & !(mask - 1);
+                let (mo, mn) = (disp(mine), disp(mine + mask) - disp(mine));
+                let (to, tn) = (disp(theirs), disp(theirs + mask) - disp(theirs));
+                let tag = TAG_AR_STEP + step;
+                let r = unsafe { self.coll_recv(acc.add(to * es), tn * es, ctx, peer, tag) }?;
+                let s = unsafe {
+                    self.coll_send(acc.add(mo * es), mn * es, ctx, me as i32, peer, tag)
+                }?;
+                self.wait_id(s)?;
+                self.wait_id(r)?;
+                mask <<= 1;
+                step += 1;
+            }
+        }
+        unsafe { self.fixup_out(acc, out, len, ctx, rem, me) }?;
+        drop(tmp);
         Ok(())
     }
 }

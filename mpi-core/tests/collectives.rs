@@ -1,5 +1,6 @@
 //! Collectives on 1..5 thread-ranks over the TCP device: barrier, bcast, reduce,
-//! allreduce (all ops, int and double, MPI_IN_PLACE), bit-identical allreduce results.
+//! allreduce (all ops, int and double, MPI_IN_PLACE), bit-identical allreduce results;
+//! allreduce on 2, 3, 5, 6, 7, 8 ranks, small and large (recursive doubling, Rabenseifner).
 
 mod common;
 use common::{pattern, run, settings, EAGER};
@@ -252,4 +253,96 @@ fn oversubscribed_barrier_allreduce_timing() {
             );
         }
     });
+}
+
+/// Recursive doubling (small) and Rabenseifner (large) allreduce on sizes that are and are
+/// not powers of two (non-power-of-two fix-up), with counts around the block split (fewer
+/// elements than ranks, remainders): exact results for every op, MPI_IN_PLACE, and the
+/// same bits on every rank for inexact double sums and for MIN/MAX on ±0 (where operand
+/// order matters).
+#[test]
+fn allreduce_non_power_of_two_sizes_small_and_large() {
+    for n in [2usize, 3, 5, 6, 7, 8] {
+        let results = Arc::new(Mutex::new(Vec::new()));
+        let res2 = results.clone();
+        run(n, settings(), move |m| {
+            let me = m.rank();
+            let mut bits: Vec<u64> = Vec::new();
+            // 1 element (< ranks), 13, 1023 (small), 5003 and 20000 doubles (large:
+            // Rabenseifner; 5003 does not split evenly).
+            for count in [1usize, 13, 1023, 5003, 20000] {
+                for op in OPS {
+                    for in_place in [false, true] {
+                        let sd: Vec<f64> = (0..count).map(|i| input_d(me, i)).collect();
+                        let mut rd = if in_place {
+                            sd.clone()
+                        } else {
+                            vec![0.0; count]
+                        };
+                        let sp = (!in_place).then_some(sd.as_ptr() as *const u8);
+                        unsafe {
+                            m.allreduce(
+                                sp,
+                                rd.as_mut_ptr() as *mut u8,
+                                count as i32,
+                                Datatype::Double,
+                                op,
+                                W,
+                            )
+                        }
+                        .unwrap();
+                        for (i, &v) in rd.iter().enumerate() {
+                            assert_eq!(v, expect_d(op, n, i), "n={n} count={count} {op:?}");
+                        }
+                        let si: Vec<i32> = (0..count).map(|i| input_i(me, i)).collect();
+                        let mut ri = if in_place { si.clone() } else { vec![0; count] };
+                        let sp = (!in_place).then_some(si.as_ptr() as *const u8);
+                        unsafe {
+                            m.allreduce(
+                                sp,
+                                ri.as_mut_ptr() as *mut u8,
+                                count as i32,
+                                Datatype::Int,
+                                op,
+                                W,
+                            )
+                        }
+                        .unwrap();
+                        for (i, &v) in ri.iter().enumerate() {
+                            assert_eq!(v, expect_i(op, n, i), "n={n} count={count} {op:?}");
+                        }
+                    }
+                }
+                // Inexact sums, and ±0 under MIN/MAX: identical bits on every rank.
+                let x: Vec<f64> = (0..count)
+                    .map(|i| 0.1 * (me as f64 + 1.0) + 1e-3 * i as f64)
+                    .collect();
+                let z: Vec<f64> = (0..count)
+                    .map(|i| if (me + i) % 2 == 0 { 0.0 } else { -0.0 })
+                    .collect();
+                for (v, op) in [(&x, Op::Sum), (&z, Op::Min), (&z, Op::Max)] {
+                    let mut y = v.clone();
+                    unsafe {
+                        m.allreduce(
+                            None,
+                            y.as_mut_ptr() as *mut u8,
+                            count as i32,
+                            Datatype::Double,
+                            op,
+                            W,
+                        )
+                    }
+                    .unwrap();
+                    bits.extend(y.iter().map(|v| v.to_bits()));
+                }
+            }
+            res2.lock().unwrap().push(bits);
+        });
+        let r = results.lock().unwrap();
+        assert_eq!(r.len(), 2 * n, "one job per device (shm, tcp)");
+        assert!(
+            r.iter().all(|b| *b == r[0]),
+            "allreduce differs between ranks (n={n})"
+        );
+    }
 }
