@@ -5,7 +5,7 @@
 
 mod util;
 
-use rdma_api::{Device, DeviceError, Event, NOTIFY_MAX};
+use rdma_api::{DeviceError, Event, NOTIFY_MAX};
 use util::{pattern, run_job};
 
 fn check_inline(e: Event, peer: usize, imm: u32, want: &[u8]) {

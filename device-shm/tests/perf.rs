@@ -1,96 +1,23 @@
-//! Measurements between two threads over loopback (ignored by default):
+//! Measurements between two threads over shared memory (ignored by default):
 //! `cargo test --release -p device-shm --test perf -- --ignored --nocapture`
 
 mod util;
 
-use rdma_api::{Device, Event};
+use rdma_api::conformance::perf;
+use rdma_api::Event;
 use std::time::Instant;
 use util::{run_job, Rank};
-
-/// Busy-polls (no wait) for the next event: the latency-critical mode.
-fn spin_event(r: &mut Rank, buf: &mut Vec<Event>) -> Event {
-    loop {
-        if let Some(e) = r.pending.pop_front() {
-            return e;
-        }
-        r.dev.poll(buf).unwrap();
-        r.pending.extend(buf.drain(..));
-    }
-}
-
-/// Waits for the next Recv, skipping Sent events.
-fn spin_recv(r: &mut Rank, buf: &mut Vec<Event>) {
-    while !matches!(spin_event(r, buf), Event::Recv { .. }) {}
-}
 
 #[test]
 #[ignore]
 fn pingpong_1_byte_latency() {
-    const WARM: usize = 2_000;
-    const ITERS: usize = 50_000;
-    run_job(2, 4096, |mut r| {
-        let other = 1 - r.rank();
-        let mut buf = Vec::with_capacity(64);
-        let mut t0 = Instant::now();
-        for i in 0..WARM + ITERS {
-            if i == WARM {
-                t0 = Instant::now();
-            }
-            if r.rank() == 0 {
-                r.put(other, 0, 8, 1, Some(i as u32), None);
-                spin_recv(&mut r, &mut buf);
-            } else {
-                spin_recv(&mut r, &mut buf);
-                r.put(other, 0, 8, 1, Some(i as u32), None);
-            }
-        }
-        if r.rank() == 0 {
-            let rtt = t0.elapsed().as_secs_f64() / ITERS as f64;
-            println!(
-                "1-byte round trip: {:.2} us (half: {:.2} us)",
-                rtt * 1e6,
-                rtt * 5e5
-            );
-        }
-        r.dev.finalize().unwrap();
-    });
+    perf::pingpong_1_byte_latency(&util::SHM);
 }
 
 #[test]
 #[ignore]
 fn bandwidth_4_mib() {
-    const LEN: usize = 4 << 20;
-    const COUNT: usize = 500;
-    const WINDOW: usize = 4;
-    run_job(2, 2 * LEN, |mut r| {
-        let mut buf = Vec::with_capacity(64);
-        if r.rank() == 0 {
-            let t0 = Instant::now();
-            let mut in_flight = 0;
-            for i in 0..COUNT {
-                while in_flight == WINDOW {
-                    if let Event::Sent { .. } = spin_event(&mut r, &mut buf) {
-                        in_flight -= 1;
-                    }
-                }
-                r.put(1, 0, LEN, LEN, Some(i as u32), Some(i as u64));
-                in_flight += 1;
-            }
-            spin_recv(&mut r, &mut buf); // the receiver's ack after the last write
-            let s = t0.elapsed().as_secs_f64();
-            println!(
-                "4 MiB writes: {:.0} MB/s ({:.2} GiB/s)",
-                (COUNT * LEN) as f64 / s / 1e6,
-                (COUNT * LEN) as f64 / s / (1u64 << 30) as f64
-            );
-        } else {
-            for _ in 0..COUNT {
-                spin_recv(&mut r, &mut buf);
-            }
-            r.put(0, 0, 0, 1, Some(0), None);
-        }
-        r.dev.finalize().unwrap();
-    });
+    perf::bandwidth_4_mib(&util::SHM);
 }
 
 /// Ping-pong between registered (non-heap) buffers, 64 KiB .. 16 MiB: the rendezvous DATA
@@ -128,9 +55,9 @@ fn pingpong_registered() {
                 };
                 if me == 0 {
                     r.dev.write(&w).unwrap();
-                    spin_recv(&mut r, &mut ev);
+                    r.spin_recv(&mut ev);
                 } else {
-                    spin_recv(&mut r, &mut ev);
+                    r.spin_recv(&mut ev);
                     r.dev.write(&w).unwrap();
                 }
             }
@@ -160,7 +87,7 @@ fn pingpong_inline_latency() {
         let mut buf = Vec::with_capacity(64);
         let mut t0 = Instant::now();
         let wait_inline = |r: &mut Rank, buf: &mut Vec<Event>| {
-            while !matches!(spin_event(r, buf), Event::RecvInline { .. }) {}
+            while !matches!(r.spin_event(buf), Event::RecvInline { .. }) {}
         };
         for i in 0..WARM + ITERS {
             if i == WARM {

@@ -5,7 +5,7 @@
 mod util;
 
 use device_shm::{DEFAULT_CHUNK, DEFAULT_PIPE_MIN};
-use rdma_api::{Bootstrap, Device, Event, RegionKey, Write};
+use rdma_api::{Bootstrap, Event, RegionKey, Write};
 use util::{pattern, run_job, Mem, Rank};
 
 const C: usize = DEFAULT_CHUNK;

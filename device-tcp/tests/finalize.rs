@@ -1,56 +1,15 @@
-//! Orderly shutdown: all ranks finalize at once with writes still queued.
+//! Orderly shutdown (the conformance suite, `rdma_api::conformance::finalize`).
 
 mod util;
 
-use rdma_api::{Device, Event};
-use util::{pattern, run_job};
+use rdma_api::conformance::finalize;
 
 #[test]
 fn concurrent_finalize_flushes_everything() {
-    const N: usize = 4;
-    const BIG: usize = 4 << 20;
-    const SMALL: usize = 100;
-    const NSMALL: usize = 200;
-    // Layout: [source BIG][source small area][per-sender BIG slots][per-sender small slots]
-    let slot = BIG + NSMALL * SMALL;
-    let heap_len = slot + N * slot;
-    let res = run_job(N, heap_len, move |mut r| {
-        let me = r.rank();
-        r.heap.set(0, &pattern(me as u64, slot));
-        for q in (0..N).filter(|&q| q != me) {
-            let base = slot + me * slot;
-            r.put(q, 0, base, BIG, Some(0), Some(q as u64));
-            for k in 0..NSMALL {
-                r.put(
-                    q,
-                    BIG + k * SMALL,
-                    base + BIG + k * SMALL,
-                    SMALL,
-                    None,
-                    None,
-                );
-            }
-        }
-        // No poll at all: finalize must push all of it out while receiving.
-        r.dev.finalize().unwrap();
-        for p in (0..N).filter(|&p| p != me) {
-            assert!(
-                r.heap.get(slot + p * slot, slot) == pattern(p as u64, slot).as_slice(),
-                "rank {me}: data from {p} incomplete after finalize"
-            );
-        }
-        // Finalize is idempotent; the device is closed for writes afterwards.
-        r.dev.finalize().unwrap();
-        let mut ev: Vec<Event> = Vec::new();
-        assert_eq!(r.dev.poll(&mut ev).unwrap(), 0);
-        me
-    });
-    assert_eq!(res, (0..N).collect::<Vec<_>>());
+    finalize::concurrent_finalize_flushes_everything(&util::TCP);
 }
 
 #[test]
 fn finalize_without_traffic() {
-    for n in [1, 2, 3, 5] {
-        run_job(n, 64, |mut r| r.dev.finalize().unwrap());
-    }
+    finalize::finalize_without_traffic(&util::TCP);
 }

@@ -7,7 +7,7 @@
 
 mod util;
 
-use rdma_api::{Bootstrap, Device, DeviceError, Event, RegionKey, Write};
+use rdma_api::{Bootstrap, DeviceError, Event, RegionKey, Write};
 use util::{pattern, run_job, Mem};
 
 /// Size of the mid-frame writes: far above one socket receive buffer, so the first poll that

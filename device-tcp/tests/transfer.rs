@@ -1,275 +1,41 @@
-//! Data movement: sizes, events, self writes, per-peer ordering.
+//! Data movement: sizes, events, self writes, per-peer ordering (the conformance suite,
+//! `rdma_api::conformance::transfer`).
 
 mod util;
 
-use device_tcp::MAX_INLINE;
-use rdma_api::{Device, DeviceError, Event, RegionKey, Write};
-use std::collections::HashSet;
-use util::{pattern, run_job, Mem};
-
-const SIZES: [usize; 5] = [0, 1, 8 << 10, 4 << 20, 16 << 20];
-
-/// Every rank writes `size` bytes to every rank (itself included) at offset (1+src)*size;
-/// checks Sent/Recv events and the data; one round per size.
-fn all_to_all(n: usize) {
-    let max = *SIZES.iter().max().unwrap();
-    run_job(n, (n + 1) * max, move |mut r| {
-        let me = r.rank();
-        for (round, &size) in SIZES.iter().enumerate() {
-            r.heap
-                .set(0, &pattern(me as u64 + 100 * round as u64, size));
-            let mut want_sent = HashSet::new();
-            for q in 0..n {
-                // Odd peers get inline writes (no sid) when allowed.
-                let sid = if q % 2 == 1 && size <= MAX_INLINE {
-                    None
-                } else {
-                    want_sent.insert(q as u64);
-                    Some(q as u64)
-                };
-                r.put(q, 0, (1 + me) * size, size, Some(me as u32), sid);
-            }
-            let mut got_recv = HashSet::new();
-            while !want_sent.is_empty() || got_recv.len() < n {
-                match r.next_event() {
-                    Event::Sent { sid } => assert!(want_sent.remove(&sid), "bad sid {sid}"),
-                    Event::Recv { peer, imm, len } => {
-                        assert_eq!(imm as usize, peer);
-                        assert_eq!(len, size);
-                        assert!(got_recv.insert(peer), "second Recv from {peer}");
-                        let want = pattern(peer as u64 + 100 * round as u64, size);
-                        assert!(
-                            r.heap.get((1 + peer) * size, size) == want.as_slice(),
-                            "rank {me}: data from {peer} wrong (size {size})"
-                        );
-                    }
-                    e => panic!("unexpected {e:?}"),
-                }
-            }
-            r.barrier(); // nobody overwrites a region another rank still checks
-        }
-        r.dev.finalize().unwrap();
-    });
-}
+use rdma_api::conformance::transfer;
 
 #[test]
 fn two_ranks_all_sizes() {
-    all_to_all(2);
+    transfer::all_to_all(&util::TCP, 2);
 }
 
 #[test]
 fn four_ranks_all_sizes() {
-    all_to_all(4);
-}
-
-/// The length of write `i` of the ordering test: mostly small, every 50th large.
-fn order_len(i: usize) -> usize {
-    if i % 50 == 49 {
-        MAX_INLINE + (i * 997) % (192 << 10)
-    } else {
-        (i * 31) % 600
-    }
+    transfer::all_to_all(&util::TCP, 4);
 }
 
 #[test]
 fn ordering_of_10000_mixed_writes() {
-    const N: usize = 10_000;
-    let offs: Vec<usize> = (0..N)
-        .scan(0, |o, i| {
-            let cur = *o;
-            *o += order_len(i);
-            Some(cur)
-        })
-        .collect();
-    let total = offs[N - 1] + order_len(N - 1);
-    let src_len = (256 << 10) + 128;
-    run_job(2, total.max(src_len), move |mut r| {
-        let src = pattern(42, src_len);
-        if r.rank() == 0 {
-            r.heap.set(0, &src);
-            let mut next_sent = 0u64;
-            let check_sent = |e: Event, next_sent: &mut u64| match e {
-                Event::Sent { sid } => {
-                    assert!(
-                        sid >= *next_sent,
-                        "Sent out of order: {sid} after {next_sent}"
-                    );
-                    *next_sent = sid + 1;
-                }
-                e => panic!("unexpected {e:?}"),
-            };
-            let mut want_sent = 0;
-            for (i, &dst) in offs.iter().enumerate() {
-                let len = order_len(i);
-                let imm = (i % 3 != 1 || i == N - 1).then_some(i as u32);
-                let sid = if len <= MAX_INLINE && i % 2 == 0 {
-                    None
-                } else {
-                    want_sent += 1;
-                    Some(i as u64)
-                };
-                r.put(1, i % 97, dst, len, imm, sid);
-                if i % 64 == 0 {
-                    // Progress now and then, as a real sender would.
-                    let mut ev = Vec::new();
-                    r.dev.poll(&mut ev).unwrap();
-                    r.pending.extend(ev);
-                }
-            }
-            let mut sent = 0;
-            while sent < want_sent {
-                let e = r.next_event();
-                check_sent(e, &mut next_sent);
-                sent += 1;
-            }
-        } else {
-            let mut checked = 0usize; // writes verified so far
-            let mut last_imm: Option<u32> = None;
-            while checked < N {
-                match r.next_event() {
-                    Event::Recv { peer, imm, len } => {
-                        assert_eq!(peer, 0);
-                        let i = imm as usize;
-                        assert!(last_imm.is_none_or(|l| imm > l), "Recv out of order");
-                        last_imm = Some(imm);
-                        assert_eq!(len, order_len(i));
-                        // Write i and every earlier one must be in place now.
-                        for j in checked..=i {
-                            let l = order_len(j);
-                            assert!(
-                                r.heap.get(offs[j], l) == &src[j % 97..j % 97 + l],
-                                "write {j} not in place at Recv of {i}"
-                            );
-                        }
-                        checked = i + 1;
-                    }
-                    e => panic!("unexpected {e:?}"),
-                }
-            }
-        }
-        r.dev.finalize().unwrap();
-    });
+    transfer::ordering_of_10000_mixed_writes(&util::TCP);
 }
 
-/// A job of one rank: no sockets; self writes copy (overlap allowed) and raise events.
 #[test]
 fn self_writes_single_rank() {
-    run_job(1, 1 << 20, |mut r| {
-        let data = pattern(7, 4096);
-        r.heap.set(0, &data);
-        r.put(0, 0, 1000, 4096, Some(5), Some(6)); // overlapping source and target
-                                                   // wait must not block while local events are pending
-        r.dev.wait(std::time::Duration::from_secs(3600)).unwrap();
-        let mut ev = Vec::new();
-        assert_eq!(r.dev.poll(&mut ev).unwrap(), 2);
-        assert!(ev.contains(&Event::Sent { sid: 6 }));
-        assert!(ev.contains(&Event::Recv {
-            peer: 0,
-            imm: 5,
-            len: 4096
-        }));
-        assert_eq!(r.heap.get(1000, 4096), data.as_slice());
-
-        // Zero bytes, no notification at all.
-        r.put(0, 0, 0, 0, None, None);
-        ev.clear();
-        assert_eq!(r.dev.poll(&mut ev).unwrap(), 0);
-
-        // Bad target (self writes are validated like remote ones), bad source, bad peer.
-        let w = Write {
-            peer: 0,
-            local_key: RegionKey(0),
-            local_offset: 0,
-            remote_key: RegionKey(0),
-            remote_offset: (1 << 20) - 10,
-            len: 11,
-            imm: Some(1),
-            sid: Some(1),
-        };
-        assert!(matches!(
-            r.dev.write(&w),
-            Err(DeviceError::InvalidAccess(_))
-        ));
-        let w2 = Write {
-            remote_key: RegionKey(9),
-            remote_offset: 0,
-            ..w
-        };
-        assert!(matches!(
-            r.dev.write(&w2),
-            Err(DeviceError::InvalidAccess(_))
-        ));
-        let w3 = Write {
-            local_offset: usize::MAX,
-            remote_offset: 0,
-            ..w
-        };
-        assert!(matches!(
-            r.dev.write(&w3),
-            Err(DeviceError::InvalidArgument(_))
-        ));
-        let w4 = Write {
-            peer: 1,
-            remote_offset: 0,
-            ..w
-        };
-        assert!(matches!(
-            r.dev.write(&w4),
-            Err(DeviceError::InvalidArgument(_))
-        ));
-        let w5 = Write {
-            remote_offset: 0,
-            len: MAX_INLINE + 1,
-            sid: None,
-            ..w
-        };
-        assert!(matches!(
-            r.dev.write(&w5),
-            Err(DeviceError::InvalidArgument(_))
-        ));
-        ev.clear();
-        assert_eq!(
-            r.dev.poll(&mut ev).unwrap(),
-            0,
-            "failed writes raise no events"
-        );
-        r.dev.finalize().unwrap();
-    });
+    transfer::self_writes_single_rank(&util::TCP);
 }
 
-/// Self writes in a multi-rank job into a second registered region.
 #[test]
 fn self_write_into_registered_region() {
-    run_job(2, 4096, |mut r| {
-        let extra = Mem::new(8192);
-        // SAFETY: `extra` outlives its registration (deregistered below).
-        let key = unsafe { r.dev.register(extra.ptr, extra.len) }.unwrap();
-        assert_ne!(key, RegionKey(0));
-        let data = pattern(r.rank() as u64, 4096);
-        r.heap.set(0, &data);
-        let me = r.rank();
-        r.dev
-            .write(&Write {
-                peer: me,
-                local_key: RegionKey(0),
-                local_offset: 0,
-                remote_key: key,
-                remote_offset: 4096,
-                len: 4096,
-                imm: Some(9),
-                sid: None,
-            })
-            .unwrap();
-        assert_eq!(
-            r.next_event(),
-            Event::Recv {
-                peer: me,
-                imm: 9,
-                len: 4096
-            }
-        );
-        assert_eq!(extra.get(4096, 4096), data.as_slice());
-        r.dev.deregister(key).unwrap();
-        r.dev.finalize().unwrap();
-    });
+    transfer::self_write_into_registered_region(&util::TCP);
+}
+
+#[test]
+fn unpolled_receiver_keeps_order() {
+    transfer::unpolled_receiver_keeps_order(&util::TCP);
+}
+
+#[test]
+fn wait_is_woken_by_a_write() {
+    transfer::wait_is_woken_by_a_write(&util::TCP);
 }

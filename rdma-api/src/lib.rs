@@ -299,6 +299,10 @@ pub trait Bootstrap: Send {
 
 pub mod thread_kvs;
 
+/// The device conformance suite (feature `conformance`; enabled by the device crates' tests).
+#[cfg(feature = "conformance")]
+pub mod conformance;
+
 impl fmt::Display for RegionKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "key#{}", self.0)
