@@ -5,7 +5,8 @@
 //! * bcast: binomial tree rooted at `root`;
 //! * reduce: binomial tree towards `root`; each node combines `acc = acc op child` in a
 //!   fixed order given by the tree, so the result does not depend on timing;
-//! * allreduce: recursive doubling (small) or Rabenseifner's reduce-scatter + allgather
+//! * allreduce: direct all-to-all + rank-order fold (≤ 8 ranks, ≤ 64 B), recursive
+//!   doubling (small) or Rabenseifner's reduce-scatter + allgather
 //!   (large), with the usual fix-up for sizes that are not a power of two; every
 //!   combination is `lower-rank block op higher-rank block`, so the result is bit-identical
 //!   on every rank and deterministic.
@@ -22,6 +23,9 @@ const TAG_AR_PRE: i32 = 4;
 const TAG_AR_POST: i32 = 5;
 const TAG_AR_STEP: i32 = 2000;
 
+/// Direct (one-step, all-to-all) allreduce: at most this many ranks and bytes.
+const ALLREDUCE_DIRECT_RANKS: usize = 8;
+const ALLREDUCE_DIRECT: usize = 64;
 /// Largest allreduce (bytes) done by recursive doubling; above, Rabenseifner.
 const ALLREDUCE_SHORT: usize = 8192;
 
@@ -342,12 +346,60 @@ impl Mpi {
         let pof2 = 1usize << (usize::BITS - 1 - n.leading_zeros());
         // SAFETY: forwarded caller contract; the input is now in `recvbuf`.
         unsafe {
-            if len <= ALLREDUCE_SHORT || c < pof2 {
+            if n <= ALLREDUCE_DIRECT_RANKS && len <= ALLREDUCE_DIRECT {
+                self.allreduce_direct(recvbuf, c, dt, op, ctx + 1, n, me as usize)
+            } else if len <= ALLREDUCE_SHORT || c < pof2 {
                 self.allreduce_rd(recvbuf, c, dt, op, ctx + 1, n, me as usize)
             } else {
                 self.allreduce_rab(recvbuf, c, dt, op, ctx + 1, n, me as usize)
             }
         }
+    }
+
+    /// Direct allreduce of a tiny vector on few ranks: every rank sends its vector to every
+    /// other rank (one step, n − 1 inline messages each) and folds all n vectors in rank
+    /// order, `((v0 op v1) op v2) …`, so every rank computes the same bits. One step
+    /// instead of ⌈log2 n⌉; when the ranks share few cores (4 per core), each rank needs
+    /// to be scheduled about twice per allreduce instead of once per step.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn allreduce_direct(
+        &mut self,
+        out: *mut u8,
+        count: usize,
+        dt: Datatype,
+        op: Op,
+        ctx: u32,
+        n: usize,
+        me: usize,
+    ) -> Result<()> {
+        let len = count * dt.size();
+        let mut all = scratch(n * len);
+        let base = all.as_mut_ptr() as *mut u8;
+        let mut reqs = [0u32; 2 * ALLREDUCE_DIRECT_RANKS];
+        let mut nr = 0;
+        // SAFETY (whole body): `out` (caller) holds `len` bytes, `all` n·len; slot i of
+        // `all` is written only by the receive from rank i, read after all waits.
+        unsafe { std::ptr::copy_nonoverlapping(out, base.add(me * len), len) };
+        for k in 1..n {
+            let from = (me + n - k) % n;
+            reqs[nr] =
+                unsafe { self.coll_recv(base.add(from * len), len, ctx, from as i32, TAG_AR_PRE) }?;
+            nr += 1;
+        }
+        for k in 1..n {
+            let to = ((me + k) % n) as i32;
+            reqs[nr] = unsafe { self.coll_send(out, len, ctx, me as i32, to, TAG_AR_PRE) }?;
+            nr += 1;
+        }
+        for &r in &reqs[..nr] {
+            self.wait_id(r)?;
+        }
+        unsafe { std::ptr::copy_nonoverlapping(base, out, len) };
+        for i in 1..n {
+            unsafe { crate::op::reduce_local(op, dt, base.add(i * len), out, count) }?;
+        }
+        drop(all);
+        Ok(())
     }
 
     /// Non-power-of-two fix-up, first half: among the first `2·rem` ranks, each even rank
