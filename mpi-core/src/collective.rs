@@ -296,9 +296,9 @@ impl Mpi {
         Ok(())
     }
 
-    /// MPI_Allreduce (MPI-4.1 §6.9.6). Tiny vectors (≤ [`ALLREDUCE_DIRECT`] bytes) on at
-    /// most [`ALLREDUCE_DIRECT_RANKS`] ranks: one all-to-all step, see `allreduce_direct`.
-    /// Small messages (≤ [`ALLREDUCE_SHORT`] bytes, or
+    /// MPI_Allreduce (MPI-4.1 §6.9.6). Tiny vectors (≤ `ALLREDUCE_DIRECT` bytes) on at
+    /// most `ALLREDUCE_DIRECT_RANKS` ranks: one all-to-all step, see `allreduce_direct`.
+    /// Small messages (≤ `ALLREDUCE_SHORT` bytes, or
     /// fewer elements than ranks): recursive doubling, ⌈log2 n⌉ exchange steps (3 for 8
     /// ranks instead of the 2·3 of reduce + bcast). Large messages: Rabenseifner's
     /// reduce-scatter (recursive halving) + allgather (recursive doubling), each rank
