@@ -559,16 +559,6 @@ fn ring_room(p: &mut Peer, me: usize) -> bool {
     true
 }
 
-/// Entry words `d` used by an entry of this `meta`.
-#[inline]
-fn words(meta: u64) -> usize {
-    match meta & F_MASK {
-        F_CHUNK => 2,
-        F_INLINE => ((meta >> F_SHIFT) as usize).div_ceil(8),
-        _ => 0,
-    }
-}
-
 /// Pushes one entry into our ring at peer `p` if there is space.
 #[inline]
 fn push(p: &mut Peer, me: usize, imm: u32, meta: u64, d: &[u64; 6]) -> bool {
@@ -578,8 +568,10 @@ fn push(p: &mut Peer, me: usize, imm: u32, meta: u64, d: &[u64; 6]) -> bool {
     let e = p.seg.entry(me, p.tail);
     e.imm.store(imm, Ordering::Relaxed);
     e.meta.store(meta, Ordering::Relaxed);
-    for i in 0..words(meta) {
-        e.d[i].store(d[i], Ordering::Relaxed);
+    // All six words, used or not: they share the entry's line, and fixed stores beat a
+    // loop over the used ones.
+    for (w, &x) in e.d.iter().zip(d.iter()) {
+        w.store(x, Ordering::Relaxed);
     }
     e.seq
         .store((p.tail as u32).wrapping_add(1), Ordering::Release);
@@ -632,20 +624,14 @@ fn drain_ring(
             }
             F_INLINE if len <= NOTIFY_MAX => {
                 if keep {
-                    let mut w = [0u64; 6];
-                    for (i, x) in w.iter_mut().enumerate().take(len.div_ceil(8)) {
-                        *x = e.d[i].load(Ordering::Relaxed);
-                    }
+                    // All six words (one line, fixed-size copy); the bytes past `len` are
+                    // the sender's zero padding.
                     let mut data = [0u8; NOTIFY_MAX];
-                    // SAFETY: both are 48 plain bytes; the words hold the sender's bytes in
-                    // native order (both sides run on this host).
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(
-                            w.as_ptr() as *const u8,
-                            data.as_mut_ptr(),
-                            len,
-                        )
-                    };
+                    for (c, w) in data.chunks_exact_mut(8).zip(e.d.iter()) {
+                        // The words hold the sender's bytes in native order (both sides
+                        // run on this host).
+                        c.copy_from_slice(&w.load(Ordering::Relaxed).to_ne_bytes());
+                    }
                     events.push(Event::RecvInline {
                         peer: q,
                         imm,

@@ -1,10 +1,16 @@
 //! The process-global engine, the entry-point wrapper and error handling.
 //!
 //! ## Global state
-//! One [`Mpi`] per process lives in [`STATE`], a `Mutex<Phase>`. Every C entry point that
-//! needs the engine takes the lock for the duration of the engine call (one uncontended
-//! lock/unlock, some 20 ns). Flags that may be read without the engine
-//! (`MPI_Initialized`, `MPI_Finalized`, the provided thread level) are atomics.
+//! One [`Mpi`] per process lives in [`STATE`], an [`EngineLock`]. Every C entry point that
+//! needs the engine takes it for the duration of the engine call. Below
+//! MPI_THREAD_MULTIPLE the program itself guarantees that no two threads are in MPI calls
+//! at once (MPI-4.1 §11.6: SINGLE, FUNNELED and SERIALIZED all mean that), so taking it is
+//! two plain stores to a flag instead of a mutex's two locked instructions (each a full
+//! barrier that first drains the store buffer, e.g. the ring entry `MPI_Send` just
+//! wrote); the flag catches a nested or concurrent use in debug builds. Under
+//! MPI_THREAD_MULTIPLE it is a real
+//! lock (swap + release store, spinning then yielding). Flags that may be read without
+//! the engine (`MPI_Initialized`, `MPI_Finalized`, the provided thread level) are atomics.
 //!
 //! Under `MPI_THREAD_MULTIPLE` the blocking point-to-point calls are run as nonblocking
 //! call + polling loop that releases the lock between polls (see `p2p.rs`), so one
@@ -19,21 +25,22 @@
 //! MPI_ERR_INTERN and aborts.
 
 use mpi_core::{Comm, ErrHandler, Error, ErrorClass, Mpi};
+use std::cell::UnsafeCell;
 use std::os::raw::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::OnceLock;
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 /// The engine, made movable into the global.
 ///
-/// SAFETY (invariant): the engine is only ever touched through [`STATE`]'s lock, so at
-/// most one thread uses it at a time; the thread level provided to the program bounds
-/// which threads call at all. `Send` is asserted because the engine may hold raw
-/// pointers into its heap, which are only dereferenced under that lock.
+/// SAFETY (invariant): the engine is only ever touched through [`STATE`]'s guard, so at
+/// most one thread uses it at a time (see [`EngineLock`]); the thread level provided to
+/// the program bounds which threads call at all. `Send` is asserted because the engine
+/// may hold raw pointers into its heap, which are only dereferenced under that guard.
 pub struct Engine(pub Mpi);
-// SAFETY: see the invariant above — all access is serialised by `STATE`'s mutex.
+// SAFETY: see the invariant above — all access is serialised by `STATE`'s guard.
 unsafe impl Send for Engine {}
 
 /// Life cycle of the library in this process. (It lives in one static, so the size
@@ -49,7 +56,89 @@ pub enum Phase {
 }
 
 /// The global engine.
-pub static STATE: Mutex<Phase> = Mutex::new(Phase::Uninit);
+pub static STATE: EngineLock = EngineLock {
+    held: AtomicBool::new(false),
+    phase: UnsafeCell::new(Phase::Uninit),
+};
+
+/// The lock around the global [`Phase`].
+///
+/// Below MPI_THREAD_MULTIPLE the MPI program guarantees mutual exclusion of its MPI calls
+/// (and orders them: a call in another thread happens after the previous call returned,
+/// by the program's own synchronisation), so [`lock`] only marks `held` with plain
+/// stores; a nested use (a bug of ours) or a concurrent one (a bug of the program) is
+/// caught by a debug assertion. Under MPI_THREAD_MULTIPLE (never changed while a call
+/// is running: it is set inside MPI_Init, before any other thread may call) `held` is a
+/// spin lock: swap with Acquire, release store.
+pub struct EngineLock {
+    held: AtomicBool,
+    phase: UnsafeCell<Phase>,
+}
+
+// SAFETY: `phase` is only reached through a [`Guard`], and at most one guard exists at a
+// time: under MPI_THREAD_MULTIPLE by the swap on `held`; below it by the program's
+// guarantee that MPI calls do not overlap (MPI-4.1 §11.6) plus the nesting check.
+unsafe impl Sync for EngineLock {}
+
+/// Access to the global [`Phase`]; releases the lock when dropped (also on unwinding).
+pub struct Guard {
+    _not_send: std::marker::PhantomData<*mut Phase>,
+}
+
+impl std::ops::Deref for Guard {
+    type Target = Phase;
+    #[inline]
+    fn deref(&self) -> &Phase {
+        // SAFETY: this guard is the only one (EngineLock's invariant).
+        unsafe { &*STATE.phase.get() }
+    }
+}
+
+impl std::ops::DerefMut for Guard {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Phase {
+        // SAFETY: this guard is the only one (EngineLock's invariant).
+        unsafe { &mut *STATE.phase.get() }
+    }
+}
+
+impl Drop for Guard {
+    #[inline]
+    fn drop(&mut self) {
+        // A plain store on x86; Release publishes our engine writes to the next holder.
+        STATE.held.store(false, Ordering::Release);
+    }
+}
+
+impl EngineLock {
+    /// Takes the lock without waiting (None if it is held).
+    pub fn try_lock(&'static self) -> Option<Guard> {
+        if self.held.swap(true, Ordering::Acquire) {
+            return None;
+        }
+        Some(Guard {
+            _not_send: std::marker::PhantomData,
+        })
+    }
+
+    #[cold]
+    fn lock_contended(&'static self) -> Guard {
+        let mut spins = 0u32;
+        loop {
+            if !self.held.load(Ordering::Relaxed) {
+                if let Some(g) = self.try_lock() {
+                    return g;
+                }
+            }
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
 /// MPI_Initialized's answer (stays true after MPI_Finalize, as the standard asks).
 pub static INITIALIZED: AtomicBool = AtomicBool::new(false);
 /// MPI_Finalized's answer.
@@ -59,10 +148,34 @@ pub static THREAD_LEVEL: AtomicI32 = AtomicI32::new(0);
 /// The thread that called MPI_Init (MPI_Is_thread_main).
 pub static MAIN_THREAD: OnceLock<ThreadId> = OnceLock::new();
 
-/// Locks the global state. A poisoned lock (a panic inside the engine, which is turned
-/// into a fatal error anyway) is entered regardless.
-pub fn lock() -> MutexGuard<'static, Phase> {
-    STATE.lock().unwrap_or_else(PoisonError::into_inner)
+/// Locks the global state (see [`EngineLock`]). A panic inside the engine (turned into a
+/// fatal error anyway) releases it while unwinding.
+#[inline]
+pub fn lock() -> Guard {
+    if multi_threaded() {
+        return match STATE.try_lock() {
+            Some(g) => g,
+            None => STATE.lock_contended(),
+        };
+    }
+    if STATE.held.load(Ordering::Relaxed) {
+        held_twice();
+    }
+    STATE.held.store(true, Ordering::Relaxed);
+    Guard {
+        _not_send: std::marker::PhantomData,
+    }
+}
+
+/// The lock is held while we take it below MPI_THREAD_MULTIPLE: either a nested use
+/// (our bug) or two threads in MPI calls at once (the program's).
+#[cold]
+#[inline(never)]
+fn held_twice() {
+    debug_assert!(
+        false,
+        "the MPI library was entered twice at once without MPI_THREAD_MULTIPLE"
+    );
 }
 
 /// An error of a C call and the communicator whose error handler applies.
@@ -166,16 +279,12 @@ pub fn fatal(name: &str, err: &Error) -> ! {
 pub fn abort_job(code: c_int, msg: &str) -> ! {
     let deadline = Instant::now() + Duration::from_secs(1);
     loop {
-        let mut g = match STATE.try_lock() {
-            Ok(g) => g,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => {
-                if Instant::now() > deadline {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(1));
-                continue;
+        let Some(mut g) = STATE.try_lock() else {
+            if Instant::now() > deadline {
+                break;
             }
+            std::thread::sleep(Duration::from_millis(1));
+            continue;
         };
         if let Phase::Running(Engine(mpi)) = &mut *g {
             // Engine::abort prints the message and does not return unless it panicked.
@@ -219,6 +328,7 @@ pub fn check_running(name: &'static str) {
 }
 
 /// Whether the provided level is MPI_THREAD_MULTIPLE.
+#[inline]
 pub fn multi_threaded() -> bool {
     THREAD_LEVEL.load(Ordering::Relaxed) == mpi_core::ThreadLevel::Multiple as i32
 }

@@ -167,6 +167,11 @@ pub struct Mpi {
     pub(crate) pool: Vec<Vec<u8>>,
     pub(crate) errh: [ErrHandler; 2],
     pub(crate) backoff: Backoff,
+    // ---- point-to-point fast paths ----
+    /// The blocking receive in progress without a request (see [`Mpi::recv`]).
+    pub(crate) direct: Option<Direct>,
+    /// `Device::max_notify_data` of each destination, read once (bytes, ≤ NOTIFY_MAX).
+    pub(crate) notify_max: Vec<u8>,
 }
 
 /// Back-off parameters of blocking calls (internal tuning knobs).
@@ -353,6 +358,9 @@ impl Mpi {
                 println!("  (malloc arena {:p}..{:p})", b, b.wrapping_add(l));
             }
         }
+        let notify_max = (0..size)
+            .map(|p| dev.max_notify_data(p).min(rdma_api::NOTIFY_MAX) as u8)
+            .collect();
         Ok(Mpi {
             dev,
             boot,
@@ -382,6 +390,8 @@ impl Mpi {
                 .collect(),
             errh: [ErrHandler::Fatal; 2],
             backoff: Backoff::for_job(size),
+            direct: None,
+            notify_max,
             settings,
         })
     }
@@ -573,6 +583,12 @@ impl Mpi {
 
     /// MPI_Recv: [`Mpi::irecv`] + [`Mpi::wait`]. Errors also MPI_ERR_TRUNCATE.
     ///
+    /// Fast path (no request, no posted-queue entry) when no receive is posted: a matching
+    /// unexpected SHORT is copied out at once; otherwise the receive waits as the engine's
+    /// [`Direct`] receive, which an arriving SHORT fills straight from the device's event
+    /// (an inline SHORT: from the ring entry's copy) and a REQ turns into a rendezvous
+    /// request. With receives posted it is [`Mpi::irecv`] + [`Mpi::wait`].
+    ///
     /// # Safety
     /// As [`Mpi::irecv`], for the duration of the call.
     pub unsafe fn recv(
@@ -584,9 +600,68 @@ impl Mpi {
         tag: i32,
         comm: Comm,
     ) -> Result<Status> {
-        // SAFETY: forwarded caller contract; the wait below ends the buffer's use.
-        let r = unsafe { self.irecv(buf, count, dt, source, tag, comm) }?;
-        self.wait(r)
+        let (ctx, n, _) = self.comm_info(comm)?;
+        Self::check_count(count)?;
+        Self::check_rank(source, n, true)?;
+        Self::check_tag(tag, true)?;
+        Self::check_buf(buf, count)?;
+        if source == crate::PROC_NULL {
+            return Ok(proc_null_status());
+        }
+        let len = count as usize * dt.size();
+        let env = Envelope {
+            ctx,
+            src: source,
+            tag,
+        };
+        if !self.q.posted.is_empty() || self.direct.is_some() {
+            // SAFETY: forwarded caller contract; the wait below ends the buffer's use.
+            let id = unsafe { self.irecv_raw(buf, len, env) }?;
+            return self.wait(Request(id));
+        }
+        if !self.q.unexpected.is_empty() {
+            if let Some(u) = self.q.take_unexpected(&env) {
+                return match u.body {
+                    Body::Short(v) => {
+                        // SAFETY: caller contract (buf valid for len bytes).
+                        let r = unsafe { copy_short(buf, len, &u.env, &v) };
+                        self.recycle(v);
+                        r
+                    }
+                    Body::Req {
+                        peer,
+                        sreq,
+                        len: total,
+                    } => {
+                        let id = self.reqs.alloc(State::Posted, buf, len)?;
+                        self.start_rndv_recv(id, u.env, peer, sreq, total)?;
+                        self.wait(Request(id))
+                    }
+                };
+            }
+        }
+        self.direct = Some(Direct {
+            env,
+            buf,
+            len,
+            outcome: DirectOutcome::Waiting,
+        });
+        let r = self.block_until(|m| {
+            !matches!(
+                m.direct,
+                Some(Direct {
+                    outcome: DirectOutcome::Waiting,
+                    ..
+                })
+            )
+        });
+        let d = self.direct.take().expect("direct receive in progress");
+        r?;
+        match d.outcome {
+            DirectOutcome::Done(res) => res,
+            DirectOutcome::Rndv(id) => self.wait(Request(id)),
+            DirectOutcome::Waiting => unreachable!("block_until returned"),
+        }
     }
 
     fn check_request(&self, req: Request) -> Result<()> {
@@ -842,8 +917,9 @@ impl Mpi {
             // Read the clock only every 64th idle poll while spinning: a shared-memory poll
             // costs a few ns, a clock read ~20 ns, and it delays seeing the next message.
             idle_polls = idle_polls.wrapping_add(1);
+            // No `pause` (spin_loop) between these polls either: on this EPYC one costs
+            // ~25 ns, which would add ~12 ns on average to noticing a message.
             if spinning && !idle_polls.is_multiple_of(64) {
-                std::hint::spin_loop();
                 continue;
             }
             let now = Instant::now();
@@ -881,7 +957,8 @@ pub(crate) fn proc_null_status() -> Status {
 }
 
 use crate::heap::{Heap, HeapLayout};
-use crate::matching::{Envelope, Queues};
+use crate::matching::{Body, Direct, DirectOutcome, Envelope, Queues};
+use crate::progress::copy_short;
 use crate::protocol::Header;
 use crate::request::{Requests, State};
 use crate::settings::Settings;

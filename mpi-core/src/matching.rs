@@ -75,6 +75,33 @@ impl Unexpected {
     }
 }
 
+/// A blocking receive waiting without a request ([`crate::Mpi::recv`]'s fast path).
+///
+/// Invariant: it exists only while the posted queue is empty and no unexpected message
+/// matches `env` (checked when it is set up), so it stands for the one and only posted
+/// receive: an arriving message is offered to the posted queue first (empty, so no
+/// match), then to it, then queued as unexpected — the order the posted queue would give.
+pub(crate) struct Direct {
+    /// Pattern.
+    pub(crate) env: Envelope,
+    /// User buffer (valid for `len` bytes until the receive completes).
+    pub(crate) buf: *mut u8,
+    /// Capacity in bytes.
+    pub(crate) len: usize,
+    /// What happened so far.
+    pub(crate) outcome: DirectOutcome,
+}
+
+/// Progress of a [`Direct`] receive.
+pub(crate) enum DirectOutcome {
+    /// Nothing matched yet.
+    Waiting,
+    /// A SHORT was copied into the buffer: its status (or the truncation error).
+    Done(crate::Result<crate::Status>),
+    /// A REQ matched: the rendezvous continues as request `id`.
+    Rndv(u32),
+}
+
 /// Both queues.
 pub struct Queues {
     /// Posted receives in posting order.

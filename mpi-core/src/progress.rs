@@ -7,7 +7,7 @@
 //! out. Neither allocates (request slab and event vector are reused) nor locks.
 
 use crate::engine::{CtrlMsg, Mpi, Status};
-use crate::matching::{Body, Envelope, Posted, Unexpected};
+use crate::matching::{Body, DirectOutcome, Envelope, Posted, Unexpected};
 use crate::protocol::*;
 use crate::request::State;
 use crate::{Error, ErrorClass, Result};
@@ -23,6 +23,44 @@ fn proto(peer: usize, what: impl std::fmt::Display) -> Error {
     Error::new(
         ErrorClass::Intern,
         format!("protocol violation from rank {peer}: {what}"),
+    )
+}
+
+/// Copies a SHORT payload `data` (envelope `env`) into a receive buffer of `cap` bytes:
+/// its status, or MPI_ERR_TRUNCATE when it does not fit (the first `cap` bytes are
+/// copied, as MPI-4.1 §3.2.4 allows).
+///
+/// # Safety
+/// `buf` valid for writes of `cap` bytes, not overlapping `data`.
+#[inline]
+pub(crate) unsafe fn copy_short(
+    buf: *mut u8,
+    cap: usize,
+    env: &Envelope,
+    data: &[u8],
+) -> Result<Status> {
+    let n = data.len().min(cap);
+    if n > 0 {
+        // SAFETY: caller contract; n ≤ cap and n ≤ data.len().
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf, n) };
+    }
+    if data.len() > cap {
+        return Err(truncated(data.len(), cap));
+    }
+    Ok(Status {
+        source: env.src,
+        tag: env.tag,
+        error: 0,
+        count: n,
+        cancelled: false,
+    })
+}
+
+#[cold]
+fn truncated(len: usize, cap: usize) -> Error {
+    Error::new(
+        ErrorClass::Truncate,
+        format!("message of {len} bytes truncated to the {cap}-byte receive buffer"),
     )
 }
 
@@ -214,6 +252,13 @@ impl Mpi {
                 };
                 if let Some(p) = self.q.take_posted(&env) {
                     self.start_rndv_recv(p.req, env, peer, h.sreq, h.len)?;
+                } else if let Some((buf, cap)) = self.direct_match(&env) {
+                    // The blocking receive waiting without a request continues as one.
+                    let id = self.reqs.alloc(State::Posted, buf, cap)?;
+                    if let Some(d) = self.direct.as_mut() {
+                        d.outcome = DirectOutcome::Rndv(id);
+                    }
+                    self.start_rndv_recv(id, env, peer, h.sreq, h.len)?;
                 } else {
                     self.q.unexpected.push_back(Unexpected {
                         env,
@@ -241,6 +286,13 @@ impl Mpi {
     fn short_arrived(&mut self, env: &Envelope, data: &[u8]) {
         if let Some(p) = self.q.take_posted(env) {
             self.deliver(p.req, env, data);
+        } else if let Some((buf, cap)) = self.direct_match(env) {
+            // SAFETY: the direct receive's buffer is valid for `cap` bytes while it waits
+            // (Mpi::recv's caller contract).
+            let r = unsafe { copy_short(buf, cap, env, data) };
+            if let Some(d) = self.direct.as_mut() {
+                d.outcome = DirectOutcome::Done(r);
+            }
         } else {
             let mut v = self.pool.pop().unwrap_or_default();
             v.clear();
@@ -249,6 +301,18 @@ impl Mpi {
                 env: *env,
                 body: Body::Short(v),
             });
+        }
+    }
+
+    /// (buffer, capacity) of the waiting direct receive if it matches `env` (see
+    /// [`crate::matching::Direct`]: it exists only while the posted queue is empty).
+    #[inline]
+    fn direct_match(&self, env: &Envelope) -> Option<(*mut u8, usize)> {
+        match &self.direct {
+            Some(d) if matches!(d.outcome, DirectOutcome::Waiting) && d.env.matches(env) => {
+                Some((d.buf, d.len))
+            }
+            _ => None,
         }
     }
 
@@ -351,35 +415,26 @@ impl Mpi {
     /// Completes receive `id` with SHORT payload `data` (copy 2).
     fn deliver(&mut self, id: u32, env: &Envelope, data: &[u8]) {
         let r = self.reqs.get_mut(id).expect("posted request is live");
-        let n = data.len().min(r.len);
-        if n > 0 {
-            // SAFETY: the receive buffer is valid for r.len bytes (irecv contract) and
-            // does not overlap our heap slot / unexpected buffer.
-            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), r.buf, n) };
-        }
-        r.status = Status {
-            source: env.src,
-            tag: env.tag,
-            error: 0,
-            count: n,
-            cancelled: false,
-        };
-        if data.len() > r.len {
-            r.status.error = ErrorClass::Truncate as i32;
-            r.error = Some(Error::new(
-                ErrorClass::Truncate,
-                format!(
-                    "message of {} bytes truncated to the {}-byte receive buffer",
-                    data.len(),
-                    r.len
-                ),
-            ));
+        // SAFETY: the receive buffer is valid for r.len bytes (irecv contract) and does
+        // not overlap our heap slot / unexpected buffer.
+        match unsafe { copy_short(r.buf, r.len, env, data) } {
+            Ok(st) => r.status = st,
+            Err(e) => {
+                r.status = Status {
+                    source: env.src,
+                    tag: env.tag,
+                    error: ErrorClass::Truncate as i32,
+                    count: r.len,
+                    cancelled: false,
+                };
+                r.error = Some(e);
+            }
         }
         r.state = State::Done;
     }
 
     /// A receive matched a REQ: expose the buffer and answer with an RSP.
-    fn start_rndv_recv(
+    pub(crate) fn start_rndv_recv(
         &mut self,
         id: u32,
         env: Envelope,
@@ -512,7 +567,7 @@ impl Mpi {
     }
 
     #[inline]
-    fn recycle(&mut self, v: Vec<u8>) {
+    pub(crate) fn recycle(&mut self, v: Vec<u8>) {
         if self.pool.len() < POOL_MAX && v.capacity() > 0 {
             self.pool.push(v);
         }
@@ -557,18 +612,7 @@ impl Mpi {
         if self.queued > 0 && !self.fifo[dest].is_empty() {
             self.progress_once()?;
         }
-        let mut h = Header {
-            kind: KIND_SHORT,
-            ctx,
-            src,
-            tag,
-            len: len as u64,
-            ..Header::default()
-        };
-        if len + INLINE_HDR <= rdma_api::NOTIFY_MAX
-            && self.fifo[dest].is_empty()
-            && len + INLINE_HDR <= self.dev.max_notify_data(dest)
-        {
+        if len + INLINE_HDR <= self.notify_max[dest] as usize && self.fifo[dest].is_empty() {
             // Inline SHORT: the message travels in the notification (no slot, no credit).
             let mut b = [0u8; rdma_api::NOTIFY_MAX];
             b[0..4].copy_from_slice(&ctx.to_le_bytes());
@@ -582,6 +626,14 @@ impl Mpi {
                 .notify(dest, IMM_INLINE_SHORT, &b[..INLINE_HDR + len])?;
             return Ok(None);
         }
+        let mut h = Header {
+            kind: KIND_SHORT,
+            ctx,
+            src,
+            tag,
+            len: len as u64,
+            ..Header::default()
+        };
         if len <= self.settings.eager_limit {
             let payload: &[u8] = if len == 0 {
                 &[]
