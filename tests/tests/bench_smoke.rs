@@ -26,7 +26,9 @@ fn quick_pingpong_prints_a_table() {
     let out_dir = scratch("bench-smoke");
     let mut cmd = Command::new("python3");
     cmd.arg(repo_root().join("benchmarks/run"))
-        .args(["--quick", "--only", "pingpong", "--impl", "ours", "--prefix"])
+        .args([
+            "--quick", "--only", "pingpong", "--impl", "ours", "--prefix",
+        ])
         .arg(prefix)
         .arg("--out")
         .arg(&out_dir);
@@ -48,7 +50,10 @@ fn quick_pingpong_prints_a_table() {
         v.parse::<f64>().map(|x| x > 0.0).unwrap_or(false),
         "0 B latency is not a number: {row}"
     );
-    assert!(s.contains("### Ping-pong bandwidth"), "no bandwidth table:\n{s}");
+    assert!(
+        s.contains("### Ping-pong bandwidth"),
+        "no bandwidth table:\n{s}"
+    );
     for f in ["results.json", "tables.md", "plot.svg"] {
         assert!(out_dir.join(f).is_file(), "{f} not written in {out_dir:?}");
     }
