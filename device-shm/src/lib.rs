@@ -315,16 +315,7 @@ impl ShmDevice {
         // SAFETY: both ranges were validated against our region table (valid for reads and
         // writes by register's contract); ptr::copy allows overlap.
         unsafe { std::ptr::copy(src, dst, w.len) };
-        if let Some(sid) = w.sid {
-            self.events.push_back(Event::Sent { sid });
-        }
-        if let Some(imm) = w.imm {
-            self.events.push_back(Event::Recv {
-                peer: self.rank,
-                imm,
-                len: w.len,
-            });
-        }
+        rdma_api::push_self_write_events(w, self.rank, &mut self.events);
         Ok(())
     }
 

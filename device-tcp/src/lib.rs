@@ -438,16 +438,7 @@ impl TcpDevice {
         // SAFETY: both ranges were validated against the region table, whose regions are
         // valid for reads and writes by register's/new's contract; ptr::copy allows overlap.
         unsafe { std::ptr::copy(src, dst, w.len) };
-        if let Some(sid) = w.sid {
-            self.local.push_back(Event::Sent { sid });
-        }
-        if let Some(imm) = w.imm {
-            self.local.push_back(Event::Recv {
-                peer: self.rank,
-                imm,
-                len: w.len,
-            });
-        }
+        rdma_api::push_self_write_events(w, self.rank, &mut self.local);
         Ok(())
     }
 

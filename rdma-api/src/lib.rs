@@ -297,6 +297,22 @@ pub trait Bootstrap: Send {
     fn get(&mut self, key: &str) -> Result<String>;
 }
 
+/// The events of a completed self write (`w.peer == rank`), as the trait's "Self writes"
+/// rule asks: `Sent` (if `w.sid`) then `Recv` from `rank` (if `w.imm`), appended to the
+/// device's queue of local events. Devices call it after copying the bytes.
+pub fn push_self_write_events(w: &Write, rank: usize, events: &mut impl Extend<Event>) {
+    if let Some(sid) = w.sid {
+        events.extend([Event::Sent { sid }]);
+    }
+    if let Some(imm) = w.imm {
+        events.extend([Event::Recv {
+            peer: rank,
+            imm,
+            len: w.len,
+        }]);
+    }
+}
+
 pub mod thread_kvs;
 
 /// The device conformance suite (feature `conformance`; enabled by the device crates' tests).
